@@ -1,0 +1,120 @@
+"""Opening a database for nightshift: one engine factory for PostgreSQL and SQLite.
+
+SQLite is the embedded store, shared by several processes (run worker, writer,
+beat), so its pragmas are explicit: WAL so readers never block the writer, a busy
+timeout so a second writer waits instead of failing, foreign keys on, and
+`BEGIN IMMEDIATE` for every transaction so two writers serialise at the start of
+a transaction rather than deadlocking on a lock upgrade halfway through.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine, create_engine, event, exc
+from sqlalchemy.engine import make_url
+from tenacity import (
+    before_sleep_log,
+    retry,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+    wait_random,
+)
+
+log = logging.getLogger(__name__)
+
+SQLITE_PRAGMAS = {
+    "journal_mode": "WAL",
+    "busy_timeout": "30000",
+    "synchronous": "NORMAL",
+    "foreign_keys": "ON",
+}
+
+T = TypeVar("T")
+
+
+def open_engine(url: str, *, pool_size: int = 5) -> Engine:
+    """An engine for `url` (postgresql:// or sqlite:///path), with nightshift's settings."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        _configure_sqlite(engine)
+        return engine
+    if parsed.get_backend_name() == "postgresql":
+        if parsed.drivername == "postgresql":
+            # SQLAlchemy 2.1 defaults to psycopg 3; nightshift ships psycopg2-binary.
+            parsed = parsed.set(drivername="postgresql+psycopg2")
+        return create_engine(
+            parsed,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_pre_ping=True,
+            connect_args={"connect_timeout": 5},
+        )
+    raise ValueError(
+        f"unsupported database URL {parsed.render_as_string(hide_password=True)}: "
+        "use postgresql://… or sqlite:///path"
+    )
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy issue BEGIN itself (see _on_begin); pysqlite's own
+        # transaction handling would defer it to the first write.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        for name, value in SQLITE_PRAGMAS.items():
+            cursor.execute(f"PRAGMA {name}={value}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def is_transient(error: BaseException) -> bool:
+    """A database error worth retrying: a dropped connection, a lock or a serialization failure."""
+    if isinstance(error, exc.DBAPIError) and error.connection_invalidated:
+        return True
+    if isinstance(error, exc.OperationalError):
+        text = str(error.orig).lower() if error.orig is not None else str(error).lower()
+        return any(
+            word in text
+            for word in (
+                "database is locked",
+                "could not connect",
+                "connection",
+                "server closed",
+                "terminating connection",
+                "deadlock",
+                "could not serialize",
+            )
+        )
+    return False
+
+
+def retrying(attempts: int = 5) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Retry a whole database unit of work on transient errors, with a bound.
+
+    Wrap the function that opens its own transaction, never a statement inside
+    one: a retried statement in a broken transaction cannot succeed.
+    """
+    return retry(
+        retry=retry_if_exception(is_transient),
+        stop=stop_after_attempt(attempts),
+        wait=wait_exponential(multiplier=0.05, max=2.0) + wait_random(0, 0.05),
+        before_sleep=before_sleep_log(log, logging.WARNING),
+        reraise=True,
+    )
+
+
+def safe_url(url: str) -> str:
+    """The URL as it may be shown to a person: never with its password."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except exc.ArgumentError:
+        return "<unparseable database URL>"

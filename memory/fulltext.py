@@ -1,0 +1,159 @@
+"""Full-text search, the one place where PostgreSQL and SQLite differ.
+
+PostgreSQL: a GIN index on `to_tsvector('english', content)` and `ts_rank`.
+SQLite: an FTS5 table kept in step with `ns_memories` by triggers, ranked by bm25.
+
+Goals and triggers are prose, so a query is the OR of its words: a memory that
+shares any word is a candidate, and the rank orders them. Words are reduced to
+`[a-z0-9]` before they reach either query language, so no user text is ever
+parsed as query syntax.
+"""
+
+from __future__ import annotations
+
+import re
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Float,
+    FromClause,
+    String,
+    column,
+    event,
+    func,
+    literal,
+    text,
+)
+from sqlalchemy.sql import Select
+
+from memory.tables import memories, metadata
+
+MAX_TERMS = 32
+_WORD = re.compile(r"[a-z0-9]{2,}")
+_STOP = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "with",
+        "that",
+        "this",
+        "from",
+        "are",
+        "was",
+        "were",
+        "will",
+        "have",
+        "has",
+        "not",
+        "but",
+        "you",
+        "your",
+        "our",
+        "its",
+        "into",
+        "out",
+        "all",
+        "any",
+        "can",
+        "new",
+        "one",
+    ]
+)
+
+SQLITE_DDL = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS ns_memories_fts USING fts5("
+    "content, memory_id UNINDEXED, tokenize='porter unicode61')",
+    "CREATE TRIGGER IF NOT EXISTS ns_memories_fts_ai AFTER INSERT ON ns_memories BEGIN "
+    "INSERT INTO ns_memories_fts(content, memory_id) VALUES (new.content, new.id); END",
+    "CREATE TRIGGER IF NOT EXISTS ns_memories_fts_ad AFTER DELETE ON ns_memories BEGIN "
+    "DELETE FROM ns_memories_fts WHERE memory_id = old.id; END",
+    "CREATE TRIGGER IF NOT EXISTS ns_memories_fts_au AFTER UPDATE OF content ON ns_memories "
+    "BEGIN UPDATE ns_memories_fts SET content = new.content WHERE memory_id = old.id; END",
+)
+SQLITE_DROP = (
+    "DROP TRIGGER IF EXISTS ns_memories_fts_au",
+    "DROP TRIGGER IF EXISTS ns_memories_fts_ad",
+    "DROP TRIGGER IF EXISTS ns_memories_fts_ai",
+    "DROP TABLE IF EXISTS ns_memories_fts",
+)
+POSTGRES_DDL = (
+    "CREATE INDEX IF NOT EXISTS ix_ns_memories_fts ON ns_memories "
+    "USING gin (to_tsvector('english', content))",
+)
+POSTGRES_DROP = ("DROP INDEX IF EXISTS ix_ns_memories_fts",)
+
+FULLTEXT_TABLES = frozenset(
+    {
+        "ns_memories_fts",
+        *(f"ns_memories_fts_{s}" for s in ("data", "idx", "content", "docsize", "config")),
+    }
+)
+"""Tables FTS5 creates behind the scenes; schema comparison leaves them out."""
+
+
+def create(conn: Connection) -> None:
+    """Create the dialect's full-text structures (used by create_all and by the migration)."""
+    for statement in POSTGRES_DDL if _is_postgres(conn) else SQLITE_DDL:
+        conn.exec_driver_sql(statement)
+
+
+def drop(conn: Connection) -> None:
+    for statement in POSTGRES_DROP if _is_postgres(conn) else SQLITE_DROP:
+        conn.exec_driver_sql(statement)
+
+
+def terms(prose: str) -> list[str]:
+    """The searchable words of `prose`, lower-cased, de-duplicated, bounded."""
+    words = (w for w in _WORD.findall(prose.lower()) if w not in _STOP)
+    return list(dict.fromkeys(words))[:MAX_TERMS]
+
+
+def with_relevance(query: Select, words: list[str], dialect: str) -> Select:
+    """`query` over ns_memories with a `relevance` column added (0 when nothing matches)."""
+    if not words:
+        return query.add_columns(literal(0.0).label("relevance"))
+    if dialect == "postgresql":
+        ts_query = func.to_tsquery("english", " | ".join(words))
+        vector = func.to_tsvector("english", memories.c.content)
+        rank: ColumnElement[float] = func.ts_rank(vector, ts_query)
+        return query.add_columns(rank.label("relevance"))
+    fts = _sqlite_matches(" OR ".join(f'"{w}"' for w in words))
+    return query.outerjoin(fts, fts.c.memory_id == memories.c.id).add_columns(
+        func.coalesce(fts.c.rel, 0.0).label("relevance")
+    )
+
+
+def matching(query: Select, words: list[str], dialect: str) -> Select:
+    """`query` restricted to memories matching any of `words`, with `relevance`."""
+    if dialect == "postgresql":
+        ts_query = func.to_tsquery("english", " | ".join(words))
+        vector = func.to_tsvector("english", memories.c.content)
+        return query.where(vector.op("@@")(ts_query)).add_columns(
+            func.ts_rank(vector, ts_query).label("relevance")
+        )
+    fts = _sqlite_matches(" OR ".join(f'"{w}"' for w in words))
+    return query.join(fts, fts.c.memory_id == memories.c.id).add_columns(
+        fts.c.rel.label("relevance")
+    )
+
+
+def _sqlite_matches(match: str) -> FromClause:
+    return (
+        text(
+            "SELECT memory_id, -bm25(ns_memories_fts) AS rel FROM ns_memories_fts "
+            "WHERE ns_memories_fts MATCH :match"
+        )
+        .bindparams(match=match)
+        .columns(column("memory_id", String), column("rel", Float))
+        .subquery("fts")
+    )
+
+
+def _is_postgres(conn: Connection) -> bool:
+    return conn.dialect.name == "postgresql"
+
+
+event.listen(metadata, "after_create", lambda target, conn, **kw: create(conn))
+event.listen(metadata, "before_drop", lambda target, conn, **kw: drop(conn))

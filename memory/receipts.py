@@ -1,0 +1,63 @@
+"""What the writer decided, per candidate: the write receipt a run can poll by handle."""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+
+class Outcome(enum.StrEnum):
+    STORED = "stored"
+    SUPERSEDED = "superseded"  # stored, and replaced the active memory with the same key
+    DUPLICATE = "duplicate"  # same idempotency key, same content: nothing changed
+    REPLACED = "replaced"  # same idempotency key, new content: the earlier write was updated
+    REVIEW = "review"  # queued for review, not loaded until approved
+    REFUSED = "refused"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The fate of one candidate. Never carries the candidate's content."""
+
+    index: int
+    outcome: Outcome
+    kind: str
+    rule: str
+    reason: str
+    memory_id: str | None = None
+    superseded_id: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Decision:
+        return cls(**{**data, "outcome": Outcome(data["outcome"])})
+
+
+@dataclass(frozen=True, slots=True)
+class WriteReceipt:
+    handle: str
+    tenant: str
+    run_id: str
+    created_at: datetime
+    decisions: tuple[Decision, ...]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for d in self.decisions:
+            out[d.outcome.value] = out.get(d.outcome.value, 0) + 1
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "handle": self.handle,
+            "tenant": self.tenant,
+            "run_id": self.run_id,
+            "created_at": self.created_at.isoformat(),
+            "counts": self.counts(),
+            "decisions": [asdict(d) for d in self.decisions],
+        }
+
+    def decisions_json(self) -> str:
+        return json.dumps([asdict(d) for d in self.decisions])

@@ -1,0 +1,357 @@
+"""Find secrets in text so that they are never stored, logged or returned.
+
+The write gate refuses any candidate that holds one (`memory.policy`), and logs,
+error messages and task results pass text through `redact` first. Detection is
+pure and fast: every pattern is compiled once at import, and most detectors are
+skipped outright unless a cheap literal (``"akia"``, ``"-----begin"``...) occurs
+in the text, so scanning 10 KB of ordinary prose costs well under a millisecond.
+
+What is detected, by kind:
+
+- ``card_number`` — 13 to 19 digits, contiguous or in groups split by single
+  spaces or dashes (first group of four), that pass the Luhn check and start like
+  an issued card (3, 4, 5, 6, or Mastercard/Mir 2200–2720). Long numbers that fail
+  Luhn, decimals, ISO dates and ``+``-prefixed phone numbers are not flagged.
+- ``private_key`` — a PEM/OpenSSH/PGP private key block, to its END line or, if
+  truncated, to the end of the text.
+- ``aws_access_key``, ``aws_secret_key``, ``github_token``, ``openai_key``,
+  ``anthropic_key``, ``slack_token``, ``slack_webhook``, ``stripe_key``,
+  ``google_api_key``, ``jwt`` — provider token formats.
+- ``bearer_token``, ``basic_auth`` — an ``Authorization:`` header value (and a
+  bare ``Bearer <token>`` whose token looks random).
+- ``url_password`` — the password in ``scheme://user:password@host``.
+- ``password_assignment`` (password, passwd, pwd, passphrase, passcode) and
+  ``generic_api_key_assignment`` (secret, api_key, token, access_key, private_key,
+  auth_key) — ``key=value``, ``key: value``, ``"key": "value"``, ``key => value``
+  with a non-empty value, case-insensitive. Placeholders (``***``, ``<password>``,
+  ``${VAR}``, ``{{ var }}``, ``[REDACTED:...]``) are not secrets, so redacting twice
+  changes nothing.
+
+For assignments, headers and URLs the finding covers the value only, so a redacted
+log line still says which setting was there: ``password=[REDACTED:password_assignment]``.
+
+Example:
+    >>> redact("card 4111 1111 1111 1111, key AKIAIOSFODNN7EXAMPLE")
+    'card [REDACTED:card_number], key [REDACTED:aws_access_key]'
+    >>> contains_secret("order 1234567890123 shipped 2024-05-01")
+    False
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class SecretFinding:
+    """One secret in a text: its kind and the half-open span ``text[start:end]``."""
+
+    kind: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Detector:
+    """A pattern tried only where one of its anchors occurs.
+
+    Each match starts at an anchor: a lower-case literal (the start of what the pattern
+    matches) found with `str.find` in the lowered text. Finding literals in C and
+    matching only there keeps `find_secrets` fast: a regex that opens with a
+    look-behind or a case-insensitive alternation would be tried at every one of the
+    10,000 positions of a 10 KB text.
+    """
+
+    kind: str
+    pattern: re.Pattern[str]
+    anchors: tuple[str, ...]
+    # Rejects a matched value that is not really a secret (e.g. a placeholder).
+    accept: Callable[[str], bool] | None = None
+
+
+_PLACEHOLDER = re.compile(
+    r"""
+    \[REDACTED[^\]]*\]      # our own redaction marker
+    | \*+ | x{3,} | \.{3,} | •+
+    | <[^<>]*>              # <password>
+    | \$\{?\w+\}?           # $VAR, ${VAR}
+    | \{\{.*\}\}            # {{ var }}
+    | %\(\w+\)s             # %(password)s
+    | null | none | nil | undefined
+    """,
+    re.IGNORECASE | re.VERBOSE,
+)
+
+
+def _not_placeholder(value: str) -> bool:
+    return _PLACEHOLDER.fullmatch(value.strip().rstrip(".,;:)]}")) is None
+
+
+# The value of an assignment: quoted (non-empty, may hold spaces) or a bare word.
+_VALUE = r"""(?:"((?:[^"\\\n]|\\.)+)"|'((?:[^'\\\n]|\\.)+)'|`([^`\n]+)`|([^\s"'`]\S*))"""
+_ASSIGN = r"""["']?[ \t]*(?:==?|:=|=>|:)[ \t]*"""
+# A token starts where a run of token characters starts, not inside one.
+_START = r"(?<![A-Za-z0-9_-])"
+_END = r"(?![A-Za-z0-9_])"
+
+# Anchors may be prefixes of the words the pattern then checks ("pass" -> password).
+_PASSWORD_ANCHORS = ("pass", "pwd")
+_KEY_ANCHORS = ("secret", "token", "api", "access", "private", "auth")
+
+
+def _assignment(words: str) -> re.Pattern[str]:
+    return re.compile(rf"(?:{words}){_ASSIGN}{_VALUE}", re.IGNORECASE)
+
+
+_DETECTORS: tuple[_Detector, ...] = (
+    _Detector(
+        "private_key",
+        re.compile(
+            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+            r".*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+            re.DOTALL,
+        ),
+        anchors=("-----begin",),
+    ),
+    _Detector(
+        "aws_access_key",
+        re.compile(rf"{_START}(?:AKIA|ASIA)[A-Z0-9]{{16}}{_END}"),
+        anchors=("akia", "asia"),
+    ),
+    _Detector(
+        "aws_secret_key",
+        re.compile(
+            rf"aws[_-]?secret[_-]?(?:access[_-]?)?key{_ASSIGN}[\"']?"
+            r"([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
+            re.IGNORECASE,
+        ),
+        anchors=("aws",),
+    ),
+    _Detector(
+        "github_token",
+        re.compile(
+            rf"{_START}(?:gh[pousr]_[A-Za-z0-9]{{20,255}}|github_pat_[A-Za-z0-9_]{{20,255}}){_END}"
+        ),
+        anchors=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ),
+    _Detector(
+        "anthropic_key",
+        re.compile(rf"{_START}sk-ant-[A-Za-z0-9_-]{{20,}}"),
+        anchors=("sk-ant-",),
+    ),
+    _Detector(
+        "openai_key",
+        re.compile(rf"{_START}sk-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{{20,}}"),
+        anchors=("sk-",),
+    ),
+    _Detector(
+        "slack_token",
+        re.compile(rf"{_START}(?:xox[baprs]-[A-Za-z0-9-]{{10,}}|xapp-\d-[A-Za-z0-9-]{{10,}})"),
+        anchors=("xox", "xapp-"),
+    ),
+    _Detector(
+        "slack_webhook",
+        re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]{20,}"),
+        anchors=("https://hooks.slack.com/services/",),
+    ),
+    _Detector(
+        "stripe_key",
+        re.compile(rf"{_START}(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{{10,}}"),
+        anchors=("sk_", "rk_"),
+    ),
+    _Detector(
+        "google_api_key",
+        re.compile(rf"{_START}AIza[0-9A-Za-z_-]{{30,}}"),
+        anchors=("aiza",),
+    ),
+    _Detector(
+        "jwt",
+        re.compile(rf"{_START}eyJ[A-Za-z0-9_-]{{4,}}\.[A-Za-z0-9_-]{{4,}}\.[A-Za-z0-9_-]*"),
+        anchors=("eyj",),
+    ),
+    _Detector(
+        "bearer_token",
+        re.compile(
+            r"authorization[\"']?[ \t]*[:=][ \t]*[\"']?[ \t]*bearer[ \t]+([A-Za-z0-9._~+/=-]+)",
+            re.IGNORECASE,
+        ),
+        anchors=("authorization",),
+    ),
+    _Detector(
+        # A bare "Bearer <token>" only when the token looks random, not "bearer bonds".
+        "bearer_token",
+        re.compile(r"bearer[ \t]+((?=[A-Za-z._~+/-]*\d)[A-Za-z0-9._~+/-]{16,}=*)", re.IGNORECASE),
+        anchors=("bearer",),
+    ),
+    _Detector(
+        "basic_auth",
+        re.compile(
+            r"authorization[\"']?[ \t]*[:=][ \t]*[\"']?[ \t]*basic[ \t]+([A-Za-z0-9+/=]+)",
+            re.IGNORECASE,
+        ),
+        anchors=("authorization",),
+    ),
+    _Detector(
+        "url_password",
+        re.compile(r"://[^\s/:@]{0,256}:([^\s/@]{1,256})@"),
+        anchors=("://",),
+    ),
+    _Detector(
+        "password_assignment",
+        _assignment(r"passw(?:or)?d|passphrase|passcode|pwd"),
+        anchors=_PASSWORD_ANCHORS,
+        accept=_not_placeholder,
+    ),
+    _Detector(
+        "generic_api_key_assignment",
+        _assignment(
+            r"secret(?:[_-]?(?:access[_-]?)?key)?|token|api[_-]?key|access[_-]?key"
+            r"|private[_-]?key|auth[_-]?key"
+        ),
+        anchors=_KEY_ANCHORS,
+        accept=_not_placeholder,
+    ),
+)
+
+_GENERIC_KINDS = frozenset(
+    {"password_assignment", "generic_api_key_assignment", "bearer_token", "basic_auth"}
+)
+
+# Card numbers: first runs of 13+ digits, spaces and dashes (cheap), then inside a run,
+# 13-19 digits either contiguous or as a group of four and 2-4 groups of 3-6 (4-4-4-4,
+# 4-6-5, 4-4-4-4-3...), not inside a word, a decimal or a +phone number. ASCII digits
+# only: `\d` would also take other scripts' digits, which Luhn cannot check.
+_DIGIT_RUN = re.compile(r"[0-9][0-9 -]{11,}[0-9]")
+_CARD = re.compile(
+    r"[0-9](?<![A-Za-z0-9_+][0-9])(?<![0-9][.,][0-9])"
+    r"(?:[0-9]{12,18}|[0-9]{3}(?:[ -][0-9]{3,6}){2,4})(?![A-Za-z0-9_])(?![.,][0-9])"
+)
+_CARD_GROUP = re.compile(r"[0-9]+")
+
+
+def _luhn_ok(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def _issued_card(digits: str) -> bool:
+    if not 13 <= len(digits) <= 19:
+        return False
+    if digits[0] in "3456":
+        return _luhn_ok(digits)
+    # Mir (2200-2204) and Mastercard's 2-series (2221-2720); excludes years like 2024.
+    return digits[0] == "2" and 2200 <= int(digits[:4]) <= 2720 and _luhn_ok(digits)
+
+
+def _card_span(text: str, match: re.Match[str]) -> tuple[int, int] | None:
+    """The longest leftmost run of groups inside `match` that is an issued card number."""
+    groups = [g.span() for g in _CARD_GROUP.finditer(text, match.start(), match.end())]
+    for first, (start, first_end) in enumerate(groups):
+        if text[start] not in "23456" or (first and first_end - start != 4):
+            continue
+        for last in range(len(groups) - 1, first - 1, -1):
+            end = groups[last][1]
+            digits = "".join(text[s:e] for s, e in groups[first : last + 1])
+            if len(digits) < 13:
+                break
+            if _issued_card(digits):
+                return start, end
+    return None
+
+
+def _find_cards(text: str) -> list[SecretFinding]:
+    found: list[SecretFinding] = []
+    for run in _DIGIT_RUN.finditer(text):
+        pos = run.start()
+        while (match := _CARD.search(text, pos, run.end() + 1)) and match.start() < run.end():
+            span = _card_span(text, match)
+            if span is None:
+                pos = match.end()
+            else:
+                found.append(SecretFinding("card_number", *span))
+                pos = span[1]
+    return found
+
+
+def _value_span(match: re.Match[str]) -> tuple[int, int]:
+    """The span of the first capturing group that took part, else the whole match."""
+    for index in range(1, (match.re.groups or 0) + 1):
+        if match.group(index) is not None:
+            return match.span(index)
+    return match.span()
+
+
+def _anchor_positions(lowered: str, anchors: tuple[str, ...]) -> list[int]:
+    positions: list[int] = []
+    for anchor in anchors:
+        i = lowered.find(anchor)
+        while i != -1:
+            positions.append(i)
+            i = lowered.find(anchor, i + 1)
+    return sorted(set(positions))
+
+
+def _lower_aligned(text: str) -> str:
+    """`text` lower-cased with every index unchanged (so spans found in it fit `text`)."""
+    lowered = text.lower()
+    if len(lowered) == len(text):  # lower() never shortens, so equal length means aligned
+        return lowered
+    return "".join(ch if len(low := ch.lower()) != 1 else low for ch in text)
+
+
+def find_secrets(text: str) -> list[SecretFinding]:
+    """Every secret in `text`, ordered by position.
+
+    Findings may overlap when two detectors agree (an ``api_key=`` assignment whose
+    value is an OpenAI key yields both kinds); `redact` merges them.
+    """
+    if not text:
+        return []
+    lowered = _lower_aligned(text)
+    found = set(_find_cards(text))
+    for detector in _DETECTORS:
+        resume = 0  # a match is never searched for inside the previous one
+        for pos in _anchor_positions(lowered, detector.anchors):
+            if pos < resume or not (match := detector.pattern.match(text, pos)):
+                continue
+            resume = match.end()
+            start, end = _value_span(match)
+            if detector.accept is None or detector.accept(text[start:end]):
+                found.add(SecretFinding(detector.kind, start, end))
+    # On equal spans, name the specific provider rather than the generic shape.
+    return sorted(found, key=lambda f: (f.start, -f.end, f.kind in _GENERIC_KINDS, f.kind))
+
+
+def contains_secret(text: str) -> bool:
+    """Whether `text` holds any secret `find_secrets` knows."""
+    return bool(find_secrets(text))
+
+
+def redact(text: str) -> str:
+    """`text` with every secret replaced by ``[REDACTED:<kind>]``.
+
+    Overlapping findings are merged into one marker named after the finding that
+    starts first (the longest, on a tie), so no part of any secret survives.
+    """
+    findings = find_secrets(text)
+    if not findings:
+        return text
+    out: list[str] = []
+    pos = 0
+    current = findings[0]
+    end = current.end
+    for finding in findings[1:]:
+        if finding.start < end:
+            end = max(end, finding.end)
+            continue
+        out += [text[pos : current.start], f"[REDACTED:{current.kind}]"]
+        pos, current, end = end, finding, finding.end
+    out += [text[pos : current.start], f"[REDACTED:{current.kind}]", text[end:]]
+    return "".join(out)

@@ -1,0 +1,123 @@
+"""The tables `memory/` owns. One SQLAlchemy Core metadata, migrated by Alembic.
+
+Scope columns use `""` for "any" (see `records.ANY`) so that unique constraints
+work the same on PostgreSQL and SQLite (NULLs are never equal to each other).
+The full-text index is dialect specific and lives in `fulltext.py`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.types import TypeDecorator
+
+metadata = MetaData()
+
+
+class Timestamp(TypeDecorator[datetime]):
+    """An aware UTC datetime on both dialects (SQLite would hand back naive ones)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("naive datetime refused: pass an aware UTC datetime")
+        return value.astimezone(UTC) if value is not None else None
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+memories = Table(
+    "ns_memories",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("tenant", String(128), nullable=False),
+    Column("user_id", String(128), nullable=False, server_default=""),
+    Column("agent_id", String(128), nullable=False, server_default=""),
+    Column("kind", String(16), nullable=False),
+    Column("key", String(256), nullable=False, server_default=""),
+    Column("content", Text, nullable=False),
+    Column("content_hash", String(16), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("source", String(16), nullable=False),
+    Column("confidence", Float, nullable=False),
+    Column("reference", Text, nullable=False, server_default=""),
+    Column("run_id", String(255), nullable=False, server_default=""),
+    Column("task_id", String(255), nullable=False, server_default=""),
+    Column("agent", String(128), nullable=False, server_default=""),
+    Column("subagent", String(128), nullable=False, server_default=""),
+    Column("schedule", String(128), nullable=False, server_default=""),
+    Column("subject", String(128), nullable=False, server_default=""),
+    Column("idempotency_key", String(512), nullable=False),
+    Column("version", Integer, nullable=False, server_default="1"),
+    Column("score", Float, nullable=False, server_default="1.0"),
+    Column("created_at", Timestamp(), nullable=False),
+    Column("valid_from", Timestamp(), nullable=False),
+    Column("valid_to", Timestamp(), nullable=True),
+    Column("superseded_at", Timestamp(), nullable=True),
+    Column("supersedes_id", String(36), nullable=True),
+    Column("superseded_by_id", String(36), nullable=True),
+    Column("last_reinforced_at", Timestamp(), nullable=False),
+    Column("last_used_at", Timestamp(), nullable=True),
+    UniqueConstraint(
+        "tenant", "user_id", "agent_id", "idempotency_key", name="uq_ns_memories_idem"
+    ),
+)
+Index(
+    "ix_ns_memories_scope_status",
+    memories.c.tenant,
+    memories.c.user_id,
+    memories.c.agent_id,
+    memories.c.status,
+)
+Index(
+    "ix_ns_memories_scope_key",
+    memories.c.tenant,
+    memories.c.user_id,
+    memories.c.agent_id,
+    memories.c.key,
+)
+Index("ix_ns_memories_run", memories.c.run_id)
+
+receipts = Table(
+    "ns_write_receipts",
+    metadata,
+    Column("handle", String(64), primary_key=True),
+    Column("tenant", String(128), nullable=False),
+    Column("run_id", String(255), nullable=False, server_default=""),
+    Column("created_at", Timestamp(), nullable=False),
+    Column("decisions", Text, nullable=False),  # JSON list, one entry per candidate
+)
+Index("ix_ns_write_receipts_run", receipts.c.run_id)
+
+audit = Table(
+    "ns_audit",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", Timestamp(), nullable=False),
+    Column("actor", String(255), nullable=False),
+    Column("action", String(32), nullable=False),
+    Column("memory_id", String(36), nullable=True),
+    Column("tenant", String(128), nullable=False),
+    Column("detail", Text, nullable=False, server_default=""),  # JSON
+    Column("redacted", Boolean, nullable=False, server_default="0"),
+)
+Index("ix_ns_audit_memory", audit.c.memory_id)

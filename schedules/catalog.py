@@ -1,0 +1,177 @@
+"""The applied schedules in the database: apply files, list, pause, resume.
+
+`apply` makes the database match a set of definitions (create, update, delete)
+and bumps a global revision on every changed row, which is how a running beat
+notices edits within seconds without a restart.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection, func, insert, select, update
+
+from schedules.definition import Schedule
+from schedules.tables import as_utc, schedules
+
+
+class ScheduleNotFoundError(LookupError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no schedule named {name!r} (see `nightshift schedules list`)")
+
+
+class Action(enum.StrEnum):
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+    UNCHANGED = "unchanged"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    name: str
+    action: Action
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedSchedule:
+    """A schedule as the database holds it, with the state beat keeps beside it."""
+
+    schedule: Schedule
+    paused: bool
+    pause_note: str
+    revision: int
+    last_fire_at: datetime | None
+    runs_fired: int
+    deleted: bool
+
+    @classmethod
+    def from_row(cls, row: object) -> AppliedSchedule:
+        r = row._mapping  # type: ignore[attr-defined]
+        return cls(
+            schedule=Schedule.from_json(json.loads(r["definition"])),
+            paused=bool(r["paused"]),
+            pause_note=r["pause_note"],
+            revision=r["revision"],
+            last_fire_at=as_utc(r["last_fire_at"]),
+            runs_fired=r["runs_fired"],
+            deleted=bool(r["deleted"]),
+        )
+
+    @property
+    def name(self) -> str:
+        return self.schedule.name
+
+
+def plan(conn: Connection, wanted: Sequence[Schedule], *, prune: bool = True) -> list[Change]:
+    """What `apply` would do, without doing it."""
+    current = {
+        r.name: r.fingerprint
+        for r in conn.execute(
+            select(schedules.c.name, schedules.c.fingerprint).where(schedules.c.deleted.is_(False))
+        )
+    }
+    changes = []
+    for s in wanted:
+        if s.name not in current:
+            changes.append(Change(s.name, Action.CREATE, s.source))
+        elif current[s.name] != s.fingerprint():
+            changes.append(Change(s.name, Action.UPDATE, s.source))
+        else:
+            changes.append(Change(s.name, Action.UNCHANGED, s.source))
+    if prune:
+        names = {s.name for s in wanted}
+        changes += [Change(n, Action.DELETE) for n in sorted(current) if n not in names]
+    return changes
+
+
+def apply(
+    conn: Connection, wanted: Sequence[Schedule], now: datetime, *, prune: bool = True
+) -> list[Change]:
+    """Make the database match `wanted`; return the changes (unchanged ones included)."""
+    changes = plan(conn, wanted, prune=prune)
+    revision = _next_revision(conn)
+    by_name = {s.name: s for s in wanted}
+    existing = set(conn.execute(select(schedules.c.name)).scalars())
+    for change in changes:
+        if change.action is Action.UNCHANGED:
+            continue
+        if change.action is Action.DELETE:
+            conn.execute(
+                update(schedules)
+                .where(schedules.c.name == change.name)
+                .values(deleted=True, revision=revision, updated_at=now)
+            )
+            continue
+        s = by_name[change.name]
+        values = {
+            "definition": json.dumps(s.to_json()),
+            "fingerprint": s.fingerprint(),
+            "kind": s.kind,
+            "paused": s.paused,
+            "pause_note": s.pause_note,
+            "revision": revision,
+            "updated_at": now,
+            "deleted": False,
+        }
+        if change.name in existing:
+            conn.execute(update(schedules).where(schedules.c.name == change.name).values(values))
+        else:
+            conn.execute(insert(schedules).values(name=change.name, **values))
+    return changes
+
+
+def all_schedules(conn: Connection, *, include_deleted: bool = False) -> list[AppliedSchedule]:
+    query = select(schedules).order_by(schedules.c.name)
+    if not include_deleted:
+        query = query.where(schedules.c.deleted.is_(False))
+    return [AppliedSchedule.from_row(r) for r in conn.execute(query)]
+
+
+def changed_since(conn: Connection, revision: int) -> list[AppliedSchedule]:
+    query = select(schedules).where(schedules.c.revision > revision)
+    return [AppliedSchedule.from_row(r) for r in conn.execute(query)]
+
+
+def get(conn: Connection, name: str) -> AppliedSchedule:
+    row = conn.execute(
+        select(schedules).where(schedules.c.name == name, schedules.c.deleted.is_(False))
+    ).first()
+    if row is None:
+        raise ScheduleNotFoundError(name)
+    return AppliedSchedule.from_row(row)
+
+
+def set_paused(conn: Connection, name: str, paused: bool, note: str, now: datetime) -> None:
+    get(conn, name)
+    conn.execute(
+        update(schedules)
+        .where(schedules.c.name == name)
+        .values(paused=paused, pause_note=note, revision=_next_revision(conn), updated_at=now)
+    )
+
+
+def record_fires(conn: Connection, fired: Iterable[tuple[str, datetime]]) -> None:
+    """Remember each schedule's latest fire, so a restarted beat knows where it was."""
+    latest: dict[str, datetime] = {}
+    counts: dict[str, int] = {}
+    for name, at in fired:
+        latest[name] = max(at, latest.get(name, at))
+        counts[name] = counts.get(name, 0) + 1
+    for name, at in latest.items():
+        conn.execute(
+            update(schedules)
+            .where(schedules.c.name == name)
+            .values(last_fire_at=at, runs_fired=schedules.c.runs_fired + counts[name])
+        )
+
+
+def _next_revision(conn: Connection) -> int:
+    return (
+        int(conn.execute(select(func.coalesce(func.max(schedules.c.revision), 0))).scalar_one()) + 1
+    )

@@ -1,0 +1,140 @@
+"""Run records and one run's lifecycle against real databases (no broker)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory.records import Candidate
+from workers import runs, schema
+from workers.lifecycle import execute
+from workers.runs import RunRequest, RunStatus
+from workers.runtime import Runtime
+from workers.sandbox import leftovers
+from workers.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+LEASE = timedelta(seconds=30)
+
+
+def boom(ctx: Any) -> None:
+    (ctx.sandbox / "half-done.txt").write_text("x")
+    raise RuntimeError("agent crashed; token sk-abcdefghijklmnopqrstuvwxyz0123456789")
+
+
+@pytest.fixture
+def rt(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        database_url=database_url,
+        agents={"boom": "tests.integration.test_runs:boom"},
+    )
+    runtime = Runtime(settings)
+    schema.upgrade(runtime.engine)
+    yield runtime
+    runtime.engine.dispose()
+
+
+def enqueue(rt: Runtime, key: str, agent: str = "feed-watcher") -> list[str]:
+    with rt.engine.begin() as conn:
+        return runs.create(
+            conn,
+            [
+                RunRequest(
+                    key=key, agent=agent, tenant="demo", user="oncall", goal="triage incidents"
+                )
+            ],
+            T0,
+        )
+
+
+def test_a_run_key_is_created_once(rt: Runtime) -> None:
+    assert enqueue(rt, "s@1") == ["s@1"]
+    assert enqueue(rt, "s@1") == []
+
+
+def test_claim_is_exclusive_until_the_lease_lapses(rt: Runtime) -> None:
+    enqueue(rt, "s@1")
+    with rt.engine.begin() as conn:
+        assert runs.claim(conn, "s@1", "w1", T0, LEASE) is not None
+        assert runs.claim(conn, "s@1", "w2", T0 + timedelta(seconds=10), LEASE) is None
+        assert runs.renew(conn, "s@1", "w1", T0 + timedelta(seconds=20), LEASE)
+        assert runs.claim(conn, "s@1", "w2", T0 + timedelta(seconds=45), LEASE) is None
+        taken = runs.claim(conn, "s@1", "w2", T0 + timedelta(seconds=51), LEASE)
+        assert taken is not None and taken.attempts == 2
+        assert not runs.finish(conn, "s@1", "w1", T0, status=RunStatus.SUCCEEDED)
+        assert runs.finish(conn, "s@1", "w2", T0, status=RunStatus.SUCCEEDED)
+        assert runs.claim(conn, "s@1", "w3", T0 + timedelta(hours=1), LEASE) is None
+
+
+def test_reaper_requeues_lapsed_and_forgotten_runs_once(rt: Runtime) -> None:
+    enqueue(rt, "lapsed")
+    enqueue(rt, "forgotten")
+    later = T0 + timedelta(minutes=10)
+    with rt.engine.begin() as conn:
+        runs.claim(conn, "lapsed", "dead-worker", T0, LEASE)
+        keys = runs.needing_delivery(conn, later, timedelta(minutes=5))
+        assert sorted(keys) == ["forgotten", "lapsed"]
+        assert sorted(runs.requeue(conn, keys, later, timedelta(minutes=5))) == sorted(keys)
+        assert runs.requeue(conn, keys, later, timedelta(minutes=5)) == []
+        assert runs.get(conn, "lapsed").status is RunStatus.QUEUED  # type: ignore[union-attr]
+
+
+def test_demo_run_loads_memory_projects_it_and_removes_the_sandbox(rt: Runtime) -> None:
+    submitted: list[tuple[str, str, list[dict[str, Any]]]] = []
+    enqueue(rt, "demo@1")
+    outcome = execute(
+        rt, "demo@1", submit=lambda *a: submitted.append(a), clock=lambda: datetime.now(UTC)
+    )
+    assert (outcome.status, outcome.loaded, outcome.candidates) == ("succeeded", 0, 3)
+    [(handle, key, candidates)] = submitted
+    assert (handle, key) == ("write:demo@1", "demo@1")
+    rt.store.apply([Candidate.from_json(c) for c in candidates], handle=handle, actor="writer")
+
+    enqueue(rt, "demo@2")
+    second = execute(
+        rt, "demo@2", submit=lambda *a: submitted.append(a), clock=lambda: datetime.now(UTC)
+    )
+    assert second.loaded == 3 and "skipped 3 already handled" in second.summary
+    with rt.engine.connect() as conn:
+        run = runs.get(conn, "demo@2")
+    assert run is not None and len(run.loaded_ids) == 3 and run.sandbox
+    assert not Path(run.sandbox).exists()
+    assert leftovers(rt.settings.sandbox_root) == []
+
+
+def test_second_delivery_of_a_finished_run_does_nothing(rt: Runtime) -> None:
+    enqueue(rt, "demo@1")
+    execute(rt, "demo@1", submit=lambda *a: None, clock=lambda: datetime.now(UTC))
+    again = execute(
+        rt,
+        "demo@1",
+        submit=lambda *a: pytest.fail("submitted twice"),
+        clock=lambda: datetime.now(UTC),
+    )
+    assert again.status == "skipped"
+
+
+def test_agent_exception_is_recorded_redacted_and_sandbox_removed(rt: Runtime) -> None:
+    enqueue(rt, "boom@1", agent="boom")
+    outcome = execute(
+        rt,
+        "boom@1",
+        submit=lambda *a: pytest.fail("nothing to submit"),
+        clock=lambda: datetime.now(UTC),
+    )
+    assert outcome.status == "failed"
+    assert "agent crashed" in outcome.error and "sk-abcdef" not in outcome.error
+    assert leftovers(rt.settings.sandbox_root) == []
+
+
+def test_unknown_agent_fails_the_run_with_a_clear_error(rt: Runtime) -> None:
+    enqueue(rt, "ghost@1", agent="ghost")
+    outcome = execute(rt, "ghost@1", submit=lambda *a: None, clock=lambda: datetime.now(UTC))
+    assert outcome.status == "failed" and "unknown agent 'ghost'" in outcome.error

@@ -1,0 +1,93 @@
+"""The Celery app: three queues, late acks for runs, task events on for Flower.
+
+`celery -A workers.app worker …` finds `app` here. It is built on first access
+from the environment (PEP 562 module `__getattr__`), never at import, so tests
+and the CLI can build their own with `create_app(settings)`.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from celery import Celery
+from kombu import Exchange, Queue
+
+from workers.settings import Settings
+
+RUNS_QUEUE = "runs"
+WRITE_QUEUE = "memory.write"
+MAINTENANCE_QUEUE = "maintenance"
+
+RUN_TASK = "nightshift.run"
+WRITE_TASK = "nightshift.write"
+REAP_TASK = "nightshift.reap"
+
+
+def create_app(settings: Settings) -> Celery:
+    app = Celery(
+        "nightshift",
+        broker=settings.broker_url,
+        backend=settings.result_backend,
+        include=["workers.tasks"],
+    )
+    app.conf.update(
+        task_queues=[
+            Queue(name, Exchange(name), routing_key=name)
+            for name in (RUNS_QUEUE, WRITE_QUEUE, MAINTENANCE_QUEUE)
+        ],
+        task_default_queue=RUNS_QUEUE,
+        task_routes={
+            RUN_TASK: {"queue": RUNS_QUEUE, "routing_key": RUNS_QUEUE},
+            WRITE_TASK: {"queue": WRITE_QUEUE, "routing_key": WRITE_QUEUE},
+            REAP_TASK: {"queue": MAINTENANCE_QUEUE, "routing_key": MAINTENANCE_QUEUE},
+        },
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_track_started=True,
+        task_send_sent_event=True,
+        worker_send_task_events=True,
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        result_expires=timedelta(days=1),
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+        beat_scheduler="workers.beat:Scheduler",
+        beat_max_loop_interval=settings.beat_reload_seconds,
+        beat_schedule={
+            "nightshift-reap": {
+                "task": REAP_TASK,
+                "schedule": timedelta(seconds=settings.reaper_interval),
+                "options": {"queue": MAINTENANCE_QUEUE, "expires": settings.reaper_interval * 2},
+            },
+        },
+        timezone="UTC",
+        enable_utc=True,
+    )
+    if settings.embedded_broker:
+        folder = settings.broker_folder
+        for sub in ("queue", "control", "processed"):
+            (folder / sub).mkdir(parents=True, exist_ok=True)
+        app.conf.broker_transport_options = {
+            "data_folder_in": str(folder / "queue"),
+            "data_folder_out": str(folder / "queue"),
+            "control_folder": str(folder / "control"),
+            "processed_folder": str(folder / "processed"),
+        }
+        (settings.data_dir / "results").mkdir(parents=True, exist_ok=True)
+    app.nightshift_settings = settings  # type: ignore[attr-defined]
+    return app
+
+
+_default: Celery | None = None
+
+
+def __getattr__(name: str) -> Any:
+    global _default
+    if name == "app":
+        if _default is None:
+            _default = create_app(Settings.from_env())
+        return _default
+    raise AttributeError(name)

@@ -1,0 +1,139 @@
+"""Shared CLI plumbing: the root group, settings from flags, output, and exit codes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from sqlalchemy import exc
+
+from memory.engine import safe_url
+from workers import schema
+from workers.runtime import Runtime
+from workers.settings import Settings, SettingsError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_ERROR = 1
+EXIT_INVALID_INPUT = 3
+EXIT_UNAVAILABLE = 4
+
+
+class InvalidInput(click.ClickException):
+    """Bad input from the user: says what and where; exit code 3."""
+
+    exit_code = EXIT_INVALID_INPUT
+
+
+class Unavailable(click.ClickException):
+    """A service (database, broker) could not be reached; exit code 4."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
+class Context:
+    def __init__(self, overrides: dict[str, Any]) -> None:
+        self._overrides = overrides
+        self._settings: Settings | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            try:
+                self._settings = Settings.from_env(**self._overrides)
+            except SettingsError as error:
+                raise InvalidInput(str(error)) from None
+        return self._settings
+
+
+pass_context = click.make_pass_decorator(Context)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.option(
+    "--data-dir",
+    envvar="NIGHTSHIFT_DATA_DIR",
+    show_envvar=True,
+    type=click.Path(path_type=Path),
+    help="Folder for the embedded store, broker and sandboxes.",
+)
+@click.option(
+    "--database-url",
+    envvar="NIGHTSHIFT_DATABASE_URL",
+    show_envvar=True,
+    help="postgresql://… or sqlite:///…  [default: sqlite under the data dir]",
+)
+@click.option(
+    "--broker-url",
+    envvar="NIGHTSHIFT_BROKER_URL",
+    show_envvar=True,
+    help="redis://…, amqp://… or filesystem://  [default: filesystem://]",
+)
+@click.pass_context
+def main_group(
+    ctx: click.Context, data_dir: Path | None, database_url: str | None, broker_url: str | None
+) -> None:
+    """nightshift: background AI agents on Celery, with memory that outlives the sandbox."""
+    ctx.obj = Context(
+        {"data_dir": data_dir, "database_url": database_url, "broker_url": broker_url}
+    )
+
+
+def connect(obj: Context) -> Runtime:
+    """A runtime whose database is reachable and migrated, or a clear exit.
+
+    The embedded SQLite store is migrated on the spot; a server database must be
+    migrated by its operator (`nightshift db upgrade`) before use.
+    """
+    settings = obj.settings
+    rt = Runtime(settings)
+    try:
+        with rt.engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+        if rt.engine.dialect.name == "sqlite":
+            schema.upgrade(rt.engine)
+        elif schema.current_revision(rt.engine) != schema.head_revision():
+            raise Unavailable(
+                f"the database at {safe_url(settings.database_url)} is not migrated to "
+                f"{schema.head_revision()}: run `nightshift db upgrade`"
+            )
+    except exc.OperationalError as error:
+        raise Unavailable(
+            f"cannot reach the database at {safe_url(settings.database_url)}: {_first_line(error)}"
+        ) from None
+    return rt
+
+
+def _first_line(error: exc.DBAPIError) -> str:
+    text = str(error.orig) if error.orig is not None else str(error)
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(
+        fn
+    )
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+def emit_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], empty: str) -> None:
+    if not rows:
+        click.echo(empty)
+        return
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    click.echo("  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
+    for row in cells:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+def fail(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(EXIT_ERROR)

@@ -1,0 +1,167 @@
+"""`nightshift trigger` and `nightshift runs`."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from workers import runs
+from workers.agents import UnknownAgentError, resolve
+from workers.app import create_app
+from workers.cli.base import (
+    Context,
+    InvalidInput,
+    connect,
+    emit_json,
+    emit_table,
+    json_option,
+    main_group,
+    pass_context,
+)
+from workers.enqueue import enqueue
+from workers.runs import FINISHED, RunRequest
+
+
+@main_group.command()
+@click.argument("agent")
+@click.option("--tenant", required=True, help="Tenant the run belongs to.")
+@click.option("--user", default="", help="The person the run acts for (empty: none).")
+@click.option(
+    "--goal", default="", help="What the run should achieve; memory is ranked against it."
+)
+@click.option(
+    "--payload",
+    "payload_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="JSON object file handed to the agent as untrusted event data ('-' for stdin).",
+)
+@click.option("--event-id", default="", help="Dedup key: the same event id makes one run.")
+@click.option(
+    "--origin",
+    type=click.Choice(["private", "shared", "api"]),
+    default="api",
+    help="Where the trigger came from; user memory is loaded only for private ones.",
+)
+@click.option("--wait", is_flag=True, help="Wait for the run to finish and print it.")
+@json_option
+@pass_context
+def trigger(
+    obj: Context,
+    agent: str,
+    tenant: str,
+    user: str,
+    goal: str,
+    payload_file: Path | None,
+    event_id: str,
+    origin: str,
+    wait: bool,
+    as_json: bool,
+) -> None:
+    """Enqueue an event-triggered run of AGENT now."""
+    settings = obj.settings
+    try:
+        resolve(agent, settings.agents)
+    except UnknownAgentError as error:
+        raise InvalidInput(str(error)) from None
+    payload = _read_payload(payload_file, settings.max_payload_bytes)
+    rt = connect(obj)
+    scope_key = f"{agent}/{tenant}/{user or '*'}"
+    key = f"{scope_key}@event:{event_id}" if event_id else f"{scope_key}@manual:{uuid.uuid4()}"
+    request = RunRequest(
+        key=key,
+        agent=agent,
+        tenant=tenant,
+        user=user,
+        goal=goal,
+        trigger_kind="event" if event_id else "manual",
+        trigger_origin=origin,
+        fire_time=datetime.now(UTC),
+        payload=payload,
+        time_limit=settings.run_time_limit,
+    )
+    created = enqueue(create_app(settings), [request], datetime.now(UTC))
+    result = {
+        "run_key": key,
+        "enqueued": bool(created),
+        "note": "" if created else "this event id was enqueued before; no new run",
+    }
+    if wait and created:
+        result["run"] = _wait_for(rt, key).to_json()
+    if as_json:
+        emit_json(result)
+        return
+    click.echo(f"{'enqueued' if created else 'already enqueued'}: {key}")
+    if "run" in result:
+        run = result["run"]
+        click.echo(
+            f"{run['status']}: loaded {len(run['loaded_ids'])} memories, "
+            f"{run['candidates']} candidates. {run['summary'] or run['error']}"
+        )
+
+
+@main_group.command("runs")
+@click.option("--limit", default=20, show_default=True)
+@click.option("--agent", default="")
+@click.option("--schedule", default="")
+@json_option
+@pass_context
+def list_runs(obj: Context, limit: int, agent: str, schedule: str, as_json: bool) -> None:
+    """Recent runs, newest first."""
+    rt = connect(obj)
+    with rt.engine.connect() as conn:
+        found = runs.recent(conn, limit=limit, agent=agent, schedule=schedule)
+    if as_json:
+        emit_json([r.to_json() for r in found])
+        return
+    emit_table(
+        ["key", "agent", "status", "loaded", "wrote", "took", "summary"],
+        [
+            [
+                r.key,
+                r.agent,
+                r.status.value,
+                len(r.loaded_ids),
+                r.candidates,
+                f"{r.duration.total_seconds():.2f}s" if r.duration else "-",
+                (r.summary or r.error)[:60],
+            ]
+            for r in found
+        ],
+        empty="no runs yet",
+    )
+
+
+def _read_payload(path: Path | None, limit: int) -> dict:
+    if path is None:
+        return {}
+    raw = (
+        click.get_binary_stream("stdin").read(limit + 1) if str(path) == "-" else path.read_bytes()
+    )
+    if len(raw) > limit:
+        raise InvalidInput(
+            f"payload {path} is larger than {limit} bytes "
+            "(NIGHTSHIFT_MAX_PAYLOAD_BYTES); send a reference instead"
+        )
+    try:
+        payload = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InvalidInput(f"payload {path} is not valid JSON: {error}") from None
+    if not isinstance(payload, dict):
+        raise InvalidInput(f"payload {path} must be a JSON object, not {type(payload).__name__}")
+    return payload
+
+
+def _wait_for(rt, key: str, timeout: float = 600.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with rt.engine.connect() as conn:
+            run = runs.get(conn, key)
+        if run is not None and run.status in FINISHED:
+            return run
+        time.sleep(0.25)
+    raise click.ClickException(f"run {key} did not finish within {timeout:.0f}s")

@@ -1,0 +1,92 @@
+"""Starting and stopping the child processes of `nightshift up`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from workers.settings import Settings
+
+STOP_GRACE_SECONDS = 15.0
+
+
+def celery_command(role: str, concurrency: int = 2, port: int = 5555) -> list[str]:
+    """The celery command line for a role; the same the README and compose file use."""
+    base = [sys.executable, "-m", "celery", "-A", "workers.app"]
+    if role == "worker":
+        return base + [
+            "worker",
+            "-Q",
+            "runs,maintenance",
+            "-n",
+            "runs@%h",
+            "-E",
+            "--concurrency",
+            str(concurrency),
+            "--loglevel",
+            "INFO",
+        ]
+    if role == "writer":
+        return base + [
+            "worker",
+            "-Q",
+            "memory.write",
+            "-n",
+            "writer@%h",
+            "-E",
+            "--concurrency",
+            "1",
+            "--loglevel",
+            "INFO",
+        ]
+    if role == "beat":
+        return base + ["beat", "--loglevel", "INFO"]
+    if role == "flower":
+        return base + ["flower", f"--port={port}", "--address=127.0.0.1"]
+    raise ValueError(f"unknown role {role!r}")
+
+
+@dataclass
+class Supervisor:
+    settings: Settings
+    log_dir: Path
+    children: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _logs: list[IO[bytes]] = field(default_factory=list)
+
+    def start(self, name: str, argv: list[str]) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 (closed in stop_all)
+        self._logs.append(log)
+        env = {**os.environ, **self.settings.to_env()}
+        # A session of its own: Ctrl-C reaches `up` only, which then stops children in order.
+        self.children[name] = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+
+    def dead(self) -> list[tuple[str, int]]:
+        return [(n, p.returncode) for n, p in self.children.items() if p.poll() is not None]
+
+    def stop_all(self) -> None:
+        for proc in self.children.values():
+            _signal_group(proc, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        for proc in self.children.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGKILL)
+                proc.wait()
+        for log in self._logs:
+            log.close()
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)

@@ -1,0 +1,141 @@
+"""`nightshift up`, `db`, and the process commands (`worker`, `writer`, `beat`, `flower`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from workers import schema
+from workers.cli.base import Context, connect, main_group, pass_context
+from workers.cli.supervisor import Supervisor, celery_command
+from workers.cli.watch import watch_runs
+from workers.settings import Settings
+
+DEMO_SCHEDULES = Path(__file__).resolve().parent.parent / "demo" / "schedules.toml"
+
+
+@main_group.group()
+def db() -> None:
+    """The database schema."""
+
+
+@db.command("upgrade")
+@pass_context
+def db_upgrade(obj: Context) -> None:
+    """Migrate the database to the newest schema (safe to run repeatedly)."""
+    from workers.runtime import Runtime
+
+    rt = Runtime(obj.settings)
+    schema.upgrade(rt.engine)
+    click.echo(f"database at revision {schema.current_revision(rt.engine)}")
+
+
+@main_group.command(context_settings={"ignore_unknown_options": True})
+@click.option(
+    "--concurrency",
+    "-c",
+    default=2,
+    show_default=True,
+    envvar="NIGHTSHIFT_RUN_CONCURRENCY",
+    show_envvar=True,
+    help="Run worker processes.",
+)
+@click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
+@pass_context
+def worker(obj: Context, concurrency: int, celery_args: tuple[str, ...]) -> None:
+    """Run worker: consumes the `runs` and `maintenance` queues. Extra args go to celery."""
+    _exec(obj.settings, celery_command("worker", concurrency) + list(celery_args))
+
+
+@main_group.command(context_settings={"ignore_unknown_options": True})
+@click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
+@pass_context
+def writer(obj: Context, celery_args: tuple[str, ...]) -> None:
+    """Memory writer: the single consumer of the `memory.write` queue."""
+    _exec(obj.settings, celery_command("writer") + list(celery_args))
+
+
+@main_group.command(context_settings={"ignore_unknown_options": True})
+@click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
+@pass_context
+def beat(obj: Context, celery_args: tuple[str, ...]) -> None:
+    """Beat: fires schedules from the database."""
+    _exec(obj.settings, celery_command("beat") + list(celery_args))
+
+
+@main_group.command(context_settings={"ignore_unknown_options": True})
+@click.argument("flower_args", nargs=-1, type=click.UNPROCESSED)
+@pass_context
+def flower(obj: Context, flower_args: tuple[str, ...]) -> None:
+    """Flower, the Celery monitor, on NIGHTSHIFT_FLOWER_PORT."""
+    _exec(obj.settings, celery_command("flower", port=obj.settings.flower_port) + list(flower_args))
+
+
+@main_group.command()
+@click.option(
+    "--schedules",
+    "schedules_path",
+    envvar="NIGHTSHIFT_SCHEDULES_PATH",
+    show_envvar=True,
+    type=click.Path(path_type=Path),
+    help="Schedule files to apply at start.  [default: the bundled demo]",
+)
+@click.option(
+    "--flower/--no-flower",
+    "with_flower",
+    default=False,
+    envvar="NIGHTSHIFT_UP_FLOWER",
+    show_envvar=True,
+    help="Also start Flower.",
+)
+@click.option(
+    "--runs",
+    "stop_after",
+    type=int,
+    default=None,
+    envvar="NIGHTSHIFT_UP_RUNS",
+    show_envvar=True,
+    help="Stop after this many runs have finished (for demos and tests).",
+)
+@pass_context
+def up(
+    obj: Context, schedules_path: Path | None, with_flower: bool, stop_after: int | None
+) -> None:
+    """Start everything on this machine: run worker, memory writer, beat (and Flower).
+
+    Prints one line per finished run; Ctrl-C stops every child cleanly.
+    """
+    from workers.cli.schedule_cmds import apply_path
+
+    settings = obj.settings
+    rt = connect(obj)
+    path = schedules_path or DEMO_SCHEDULES
+    click.echo(
+        f"nightshift: store {settings.database_url.split('://')[0]}, "
+        f"broker {settings.broker_url.split('://')[0]}, data in {settings.data_dir}"
+    )
+    apply_path(rt, path, dry_run=False, prune=True, as_json=False)
+    supervisor = Supervisor(settings, log_dir=settings.data_dir / "logs")
+    supervisor.start("worker", celery_command("worker", 2))
+    supervisor.start("writer", celery_command("writer"))
+    supervisor.start("beat", celery_command("beat"))
+    if with_flower:
+        supervisor.start("flower", celery_command("flower", port=settings.flower_port))
+        click.echo(f"flower: http://127.0.0.1:{settings.flower_port}")
+    click.echo(f"logs in {supervisor.log_dir}; Ctrl-C to stop\n")
+    code = 0
+    try:
+        code = watch_runs(rt, supervisor, stop_after=stop_after)
+    except KeyboardInterrupt:
+        click.echo("\nstopping…")
+    finally:
+        supervisor.stop_all()
+    sys.exit(code)
+
+
+def _exec(settings: Settings, argv: list[str]) -> None:
+    env = {**os.environ, **settings.to_env()}
+    os.execvpe(argv[0], argv, env)

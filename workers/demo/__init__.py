@@ -1,0 +1,1 @@
+"""The demo: a heartbeat agent that watches a local incident feed and remembers what it handled."""

@@ -1,0 +1,69 @@
+"""Putting runs on the `runs` queue: create the run row first, then send.
+
+The row's unique key is the guard: beat, events and the CLI all come through
+here, and only the caller whose INSERT created the row sends the message. The
+Celery task id is derived from the run key, so Flower shows one task per run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from celery import Celery
+
+from memory.engine import retrying
+from workers import runs
+from workers.app import RUN_TASK, RUNS_QUEUE
+from workers.runs import RunRequest
+from workers.runtime import runtime_of
+
+
+def task_id(run_key: str) -> str:
+    return f"run:{run_key}"
+
+
+def enqueue(app: Celery, requests: Sequence[RunRequest], now: datetime) -> list[str]:
+    """Create and send the runs that do not exist yet; return their keys."""
+    created = _create(app, requests, now)
+    by_key = {r.key: r for r in requests}
+    for key in created:
+        send(app, by_key[key])
+    return created
+
+
+def send(app: Celery, request: RunRequest) -> None:
+    app.send_task(
+        RUN_TASK,
+        args=[request.key],
+        task_id=task_id(request.key),
+        queue=RUNS_QUEUE,
+        soft_time_limit=request.time_limit,
+        time_limit=request.time_limit + 30,
+        argsrepr=_describe(
+            request.key, request.agent, request.tenant, request.user, request.trigger_kind
+        ),
+    )
+
+
+def resend(app: Celery, run: runs.Run) -> None:
+    app.send_task(
+        RUN_TASK,
+        args=[run.key],
+        task_id=task_id(run.key),
+        queue=RUNS_QUEUE,
+        soft_time_limit=run.time_limit,
+        time_limit=run.time_limit + 30,
+        argsrepr=_describe(run.key, run.agent, run.tenant, run.user, run.trigger_kind),
+    )
+
+
+def _describe(key: str, agent: str, tenant: str, user: str, trigger: str) -> str:
+    # What Flower shows as the task's arguments: who and why, never content.
+    return f"(run={key!r}, agent={agent!r}, scope='{tenant}/{user or '*'}', trigger={trigger!r})"
+
+
+@retrying()
+def _create(app: Celery, requests: Sequence[RunRequest], now: datetime) -> list[str]:
+    with runtime_of(app).engine.begin() as conn:
+        return runs.create(conn, requests, now)

@@ -1,0 +1,290 @@
+"""Run records: the database's view of every run, and the lease that keeps it honest.
+
+A run row is created when a run is enqueued (its key is unique, so a second beat
+or a repeated event cannot create it twice), claimed by exactly one worker under
+a lease, renewed while it works, and finished with a status. A reaper re-enqueues
+runs whose lease lapsed: that covers a killed worker on a broker that cannot
+redeliver, and a run longer than the broker's visibility timeout, whose second
+delivery finds the lease held and does nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, and_, or_, select, update
+
+from memory.dialect import insert_ignoring_conflicts
+from workers.tables import runs
+
+
+class RunStatus(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+
+
+FINISHED = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.TIMED_OUT})
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """Everything needed to start a run; what beat, events and the CLI enqueue."""
+
+    key: str
+    agent: str
+    tenant: str
+    user: str = ""
+    schedule: str = ""
+    goal: str = ""
+    trigger_kind: str = "manual"  # cron | heartbeat | event | manual
+    trigger_origin: str = "api"  # private | shared | api
+    fire_time: datetime | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+    time_limit: int = 600
+
+    def row(self, now: datetime) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "agent": self.agent,
+            "tenant": self.tenant,
+            "user_id": self.user,
+            "schedule": self.schedule,
+            "goal": self.goal,
+            "trigger_kind": self.trigger_kind,
+            "trigger_origin": self.trigger_origin,
+            "fire_time": self.fire_time,
+            "payload": json.dumps(self.payload),
+            "time_limit": self.time_limit,
+            "status": RunStatus.QUEUED.value,
+            "enqueued_at": now,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    key: str
+    agent: str
+    tenant: str
+    user: str
+    schedule: str
+    goal: str
+    trigger_kind: str
+    trigger_origin: str
+    fire_time: datetime | None
+    payload: dict[str, Any]
+    time_limit: int
+    status: RunStatus
+    attempts: int
+    enqueued_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    sandbox: str
+    loaded_ids: list[str]
+    candidates: int
+    write_handle: str
+    summary: str
+    error: str
+
+    @classmethod
+    def from_row(cls, row: Any) -> Run:
+        return cls(
+            key=row["key"],
+            agent=row["agent"],
+            tenant=row["tenant"],
+            user=row["user_id"],
+            schedule=row["schedule"],
+            goal=row["goal"],
+            trigger_kind=row["trigger_kind"],
+            trigger_origin=row["trigger_origin"],
+            fire_time=row["fire_time"],
+            payload=json.loads(row["payload"]),
+            time_limit=row["time_limit"],
+            status=RunStatus(row["status"]),
+            attempts=row["attempts"],
+            enqueued_at=row["enqueued_at"],
+            started_at=row["started_at"],
+            finished_at=row["finished_at"],
+            sandbox=row["sandbox"],
+            loaded_ids=json.loads(row["loaded_ids"]),
+            candidates=row["candidates"],
+            write_handle=row["write_handle"],
+            summary=row["summary"],
+            error=row["error"],
+        )
+
+    @property
+    def duration(self) -> timedelta | None:
+        if self.started_at and self.finished_at:
+            return self.finished_at - self.started_at
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in self.__slots__:  # type: ignore[attr-defined]
+            value = getattr(self, name)
+            out[name] = value.isoformat() if isinstance(value, datetime) else value
+        out["duration_ms"] = round(self.duration.total_seconds() * 1000) if self.duration else None
+        return out
+
+
+def create(conn: Connection, requests: Sequence[RunRequest], now: datetime) -> list[str]:
+    """Insert run rows; return the keys that are new (the others already existed)."""
+    return insert_ignoring_conflicts(conn, runs, [r.row(now) for r in requests], returning="key")
+
+
+def claim(conn: Connection, key: str, owner: str, now: datetime, lease: timedelta) -> Run | None:
+    """Take the run if it is queued or its lease lapsed; None if someone else has it."""
+    claimable = or_(
+        runs.c.status == RunStatus.QUEUED.value,
+        and_(runs.c.status == RunStatus.RUNNING.value, runs.c.lease_expires_at < now),
+    )
+    result = conn.execute(
+        update(runs)
+        .where(runs.c.key == key, claimable)
+        .values(
+            status=RunStatus.RUNNING.value,
+            lease_owner=owner,
+            lease_expires_at=now + lease,
+            attempts=runs.c.attempts + 1,
+            started_at=now,
+        )
+    )
+    if result.rowcount != 1:
+        return None
+    return get(conn, key)
+
+
+def renew(conn: Connection, key: str, owner: str, now: datetime, lease: timedelta) -> bool:
+    """Extend our lease; False means we lost it (the reaper gave the run to another)."""
+    result = conn.execute(
+        update(runs)
+        .where(
+            runs.c.key == key, runs.c.lease_owner == owner, runs.c.status == RunStatus.RUNNING.value
+        )
+        .values(lease_expires_at=now + lease)
+    )
+    return result.rowcount == 1
+
+
+def record_start(conn: Connection, key: str, *, sandbox: str, loaded_ids: Sequence[str]) -> None:
+    conn.execute(
+        update(runs)
+        .where(runs.c.key == key)
+        .values(
+            sandbox=sandbox,
+            loaded_ids=json.dumps(list(loaded_ids)),
+        )
+    )
+
+
+def finish(
+    conn: Connection,
+    key: str,
+    owner: str,
+    now: datetime,
+    *,
+    status: RunStatus,
+    candidates: int = 0,
+    write_handle: str = "",
+    summary: str = "",
+    error: str = "",
+) -> bool:
+    """Record the outcome, only if we still hold the run."""
+    result = conn.execute(
+        update(runs)
+        .where(
+            runs.c.key == key, runs.c.lease_owner == owner, runs.c.status == RunStatus.RUNNING.value
+        )
+        .values(
+            status=status.value,
+            finished_at=now,
+            lease_expires_at=None,
+            candidates=candidates,
+            write_handle=write_handle,
+            summary=summary[:2000],
+            error=error[:4000],
+        )
+    )
+    return result.rowcount == 1
+
+
+def get(conn: Connection, key: str) -> Run | None:
+    row = conn.execute(select(runs).where(runs.c.key == key)).mappings().first()
+    return Run.from_row(row) if row else None
+
+
+def needing_delivery(
+    conn: Connection, now: datetime, requeue_after: timedelta, limit: int = 500
+) -> list[str]:
+    """Runs whose lease lapsed, and queued runs nobody picked up for too long."""
+    query = (
+        select(runs.c.key)
+        .where(_needs_delivery(now, requeue_after))
+        .order_by(runs.c.enqueued_at)
+        .limit(limit)
+    )
+    return list(conn.execute(query).scalars())
+
+
+def requeue(
+    conn: Connection, keys: Sequence[str], now: datetime, requeue_after: timedelta
+) -> list[str]:
+    """Put lapsed or forgotten runs back to `queued`; return the keys this call moved.
+
+    The condition is re-checked in the UPDATE, so two reapers never both resend.
+    """
+    moved = []
+    for key in keys:
+        result = conn.execute(
+            update(runs)
+            .where(runs.c.key == key, _needs_delivery(now, requeue_after))
+            .values(
+                status=RunStatus.QUEUED.value,
+                lease_owner="",
+                lease_expires_at=None,
+                enqueued_at=now,
+            )
+        )
+        if result.rowcount == 1:
+            moved.append(key)
+    return moved
+
+
+def _needs_delivery(now: datetime, requeue_after: timedelta) -> Any:
+    return or_(
+        and_(runs.c.status == RunStatus.RUNNING.value, runs.c.lease_expires_at < now),
+        and_(runs.c.status == RunStatus.QUEUED.value, runs.c.enqueued_at < now - requeue_after),
+    )
+
+
+def recent(
+    conn: Connection,
+    *,
+    limit: int = 20,
+    agent: str = "",
+    schedule: str = "",
+    since: datetime | None = None,
+) -> list[Run]:
+    query = select(runs).order_by(runs.c.enqueued_at.desc(), runs.c.key).limit(limit)
+    if agent:
+        query = query.where(runs.c.agent == agent)
+    if schedule:
+        query = query.where(runs.c.schedule == schedule)
+    if since is not None:
+        query = query.where(runs.c.finished_at >= since)
+    return [Run.from_row(r) for r in conn.execute(query).mappings()]
+
+
+def running_sandboxes(conn: Connection, now: datetime) -> set[str]:
+    query = select(runs.c.sandbox).where(
+        runs.c.status == RunStatus.RUNNING.value, runs.c.lease_expires_at >= now
+    )
+    return {s for s in conn.execute(query).scalars() if s}

@@ -1,0 +1,47 @@
+"""Per-process resources built from settings: the engine and the memory store.
+
+Built lazily once per process (after a prefork child starts, so no connection is
+shared across a fork), and reachable from a task as `runtime_of(task.app)`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from functools import cached_property
+
+from celery import Celery
+from sqlalchemy import Engine
+
+from memory.engine import open_engine
+from memory.store import Store
+from workers.settings import Settings
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+
+    @cached_property
+    def engine(self) -> Engine:
+        return open_engine(self.settings.database_url)
+
+    @cached_property
+    def store(self) -> Store:
+        return Store(self.engine)
+
+    @property
+    def worker_id(self) -> str:
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+
+_runtimes: dict[tuple[int, int], Runtime] = {}
+
+
+def runtime_of(app: Celery) -> Runtime:
+    """This process's runtime for `app` (a fork gets a fresh one)."""
+    slot = (id(app), os.getpid())
+    if slot not in _runtimes:
+        _runtimes[slot] = Runtime(app.nightshift_settings)  # type: ignore[attr-defined]
+    return _runtimes[slot]

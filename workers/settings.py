@@ -1,0 +1,122 @@
+"""nightshift's settings: one typed object, read once from `NIGHTSHIFT_*` variables.
+
+With nothing set, everything is embedded under `./.nightshift/`: a SQLite store,
+Celery's `filesystem://` broker (which supports broadcast, so `celery inspect`
+and Flower work) and a file result backend. Point `NIGHTSHIFT_DATABASE_URL` at
+PostgreSQL and `NIGHTSHIFT_BROKER_URL` at Redis or RabbitMQ and the same code runs
+on them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PREFIX = "NIGHTSHIFT_"
+
+
+class SettingsError(ValueError):
+    """A NIGHTSHIFT_* variable holds a value that cannot be used."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    data_dir: Path = Path(".nightshift")
+    database_url: str = ""
+    broker_url: str = ""
+    result_backend: str = ""
+    schedules_path: str = ""
+    sandbox_root: str = ""
+    agents: Mapping[str, str] = field(default_factory=dict)
+    lease_seconds: int = 60
+    reaper_interval: float = 15.0
+    requeue_after: int = 300
+    run_time_limit: int = 600
+    load_limit: int = 20
+    load_max_chars: int = 8000
+    max_payload_bytes: int = 65536
+    beat_reload_seconds: float = 2.0
+    flower_port: int = 5555
+
+    def __post_init__(self) -> None:
+        data = self.data_dir.resolve()
+        defaults = {
+            "data_dir": data,
+            "database_url": self.database_url or f"sqlite:///{data / 'nightshift.db'}",
+            "broker_url": self.broker_url or "filesystem://",
+            "result_backend": self.result_backend or f"file://{data / 'results'}",
+            "sandbox_root": self.sandbox_root or str(data / "sandboxes"),
+        }
+        for name, value in defaults.items():
+            object.__setattr__(self, name, value)
+        for name in (
+            "lease_seconds",
+            "run_time_limit",
+            "load_limit",
+            "load_max_chars",
+            "max_payload_bytes",
+        ):
+            if getattr(self, name) <= 0:
+                raise SettingsError(f"{PREFIX}{name.upper()} must be positive")
+
+    @property
+    def embedded_broker(self) -> bool:
+        return self.broker_url.startswith("filesystem://")
+
+    @property
+    def broker_folder(self) -> Path:
+        return self.data_dir / "broker"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Read every `NIGHTSHIFT_<FIELD>` once; `overrides` (CLI flags) win."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            raw = env.get(PREFIX + f.name.upper())
+            if raw is None or raw == "":
+                continue
+            values[f.name] = _convert(f.name, f.type, raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def to_env(self) -> dict[str, str]:
+        """These settings as variables, for child processes started by `nightshift up`."""
+        out: dict[str, str] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "agents":
+                value = ";".join(f"{k}={v}" for k, v in value.items())
+            out[PREFIX + f.name.upper()] = str(value)
+        return out
+
+
+def _convert(name: str, kind: Any, raw: str) -> Any:
+    kind = str(kind)
+    try:
+        if name == "agents":
+            return _parse_agents(raw)
+        if "Path" in kind:
+            return Path(raw)
+        if kind == "int":
+            return int(raw)
+        if kind == "float":
+            return float(raw)
+    except ValueError as error:
+        raise SettingsError(f"{PREFIX}{name.upper()}={raw!r}: {error}") from None
+    return raw
+
+
+def _parse_agents(raw: str) -> dict[str, str]:
+    """`name=package.module:callable;other=…` — the agents this deployment may run."""
+    agents: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in raw.split(";"))):
+        name, sep, target = item.partition("=")
+        if not sep or ":" not in target:
+            raise ValueError(f"agent entry {item!r} is not name=module:callable")
+        agents[name.strip()] = target.strip()
+    return agents

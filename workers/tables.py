@@ -1,0 +1,41 @@
+"""The tables `workers/` owns: one row per run, keyed by its run key."""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, Index, Integer, MetaData, String, Table, Text
+
+from memory.tables import Timestamp
+
+metadata = MetaData()
+
+runs = Table(
+    "ns_runs",
+    metadata,
+    Column("key", String(255), primary_key=True),  # schedule@fire-time, agent@event:id, …
+    Column("agent", String(128), nullable=False),
+    Column("tenant", String(128), nullable=False),
+    Column("user_id", String(128), nullable=False, server_default=""),
+    Column("schedule", String(128), nullable=False, server_default=""),
+    Column("goal", Text, nullable=False, server_default=""),
+    Column("trigger_kind", String(16), nullable=False),
+    Column("trigger_origin", String(16), nullable=False, server_default="api"),
+    Column("fire_time", Timestamp(), nullable=True),
+    Column("payload", Text, nullable=False, server_default="{}"),
+    Column("time_limit", Integer, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("lease_owner", String(255), nullable=False, server_default=""),
+    Column("lease_expires_at", Timestamp(), nullable=True),
+    Column("enqueued_at", Timestamp(), nullable=False),
+    Column("started_at", Timestamp(), nullable=True),
+    Column("finished_at", Timestamp(), nullable=True),
+    Column("sandbox", Text, nullable=False, server_default=""),
+    Column("loaded_ids", Text, nullable=False, server_default="[]"),
+    Column("candidates", Integer, nullable=False, server_default="0"),
+    Column("write_handle", String(300), nullable=False, server_default=""),
+    Column("summary", Text, nullable=False, server_default=""),
+    Column("error", Text, nullable=False, server_default=""),
+)
+Index("ix_ns_runs_status_lease", runs.c.status, runs.c.lease_expires_at)
+Index("ix_ns_runs_schedule", runs.c.schedule, runs.c.enqueued_at)
+Index("ix_ns_runs_enqueued", runs.c.enqueued_at)
