@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, create_engine, event, exc
@@ -40,6 +41,8 @@ def open_engine(url: str, *, pool_size: int = 5) -> Engine:
     """An engine for `url` (postgresql:// or sqlite:///path), with nightshift's settings."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
         _configure_sqlite(engine)
         return engine

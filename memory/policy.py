@@ -137,46 +137,61 @@ class GateConfig:
 
 
 # -- instruction-like and plan-like text ------------------------------------------------
+#
+# Several small patterns, each opening with a literal, searched in lower-cased text:
+# the regex engine jumps from one occurrence of that literal to the next, where one
+# big case-insensitive alternation led by `\b` is tried at every position (~10x slower).
+# A leading "\n" makes the start of the text a sentence start.
+
+
+def _w(*words: str) -> str:
+    """Any of `words`, starting at a word boundary checked *after* the literal."""
+    return "(?:" + "|".join(rf"{w}(?<![a-z0-9_]{w})" for w in map(re.escape, words)) + ")"
+
+
+def _compile(*patterns: str) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p) for p in patterns)
+
 
 _AGENT_VERBS = (
-    r"reply|respond|answer|send|e-?mail|forward|share|reveal|disclose|include|mention|tell"
-    r"|say|use|call|run|execute|approve|pay|transfer|delete|ignore|obey|follow|trust|cc|bcc"
-    r"|copy|grant|give|output|print|click|download|install|contact|escalate|refund|sign"
-    r"|accept|reject|do|treat|refer|recommend|address|prioriti[sz]e|ask|let"
+    r"(?:reply|respond|answer|send|e-?mail|forward|share|reveal|disclose|include|mention"
+    r"|tell|say|use|call|run|execute|approve|pay|transfer|delete|ignore|obey|follow|trust"
+    r"|cc|bcc|copy|grant|give|output|print|click|download|install|contact|escalate|refund"
+    r"|sign|accept|reject|do|treat|refer|recommend|address|prioriti[sz]e|ask|let)\b"
 )
-_INSTRUCTION = re.compile(
-    rf"""
-      \b(?:ignore|disregard|forget|override|bypass)\s+
-        (?:(?:all|any|the|your|my|of|these|those|previous|prior|above|earlier|preceding
-            |other|existing|original|system|safety)\s+)*
-        (?:instructions?|rules|prompts?|directions|directives|guidelines|guardrails
-           |constraints|context|policies)\b
-    | \b(?:new|updated|revised|real|actual|additional)\s+(?:system\s+)?instructions?\s*:
-    | \bsystem\s+prompt\s*:
-    | \b(?:reveal|print|show|output|repeat|leak|ignore|override|replace)\s+
-        (?:\w+\s+){{0,3}}system\s+prompt
-    | <\|(?:im_start|system)\|> | \[/?INST\] | <</?SYS>>
-    | \byou\s+(?:must|should|shall|need\s+to|have\s+to|are\s+(?:now|required\s+to|to))\b
-    | \bpretend\s+(?:to\s+be|you\s+are)\b
-    | \bfrom\s+now\s+on,?\s+(?:you|always|never|only|do|don't|{_AGENT_VERBS})\b
-    | (?:^|[.!?;:\n"'(]\s*)(?:please\s+)?(?:always|never)\s+(?:{_AGENT_VERBS})\b
-    | \b(?:do\s+not|don't|never)\s+(?:tell|inform|notify|alert|reveal|mention|disclose)\b
-    """,
-    re.IGNORECASE | re.VERBOSE,
+_INSTRUCTION = _compile(
+    _w("ignore", "disregard", "forget", "override", "bypass")
+    + r"\s+(?:(?:all|any|the|your|my|of|these|those|previous|prior|above|earlier"
+    r"|preceding|other|existing|original|system|safety)\s+)*"
+    r"(?:instructions?|rules|prompts?|directions|directives|guidelines|guardrails"
+    r"|constraints|context|policies)\b",
+    _w("new", "updated", "revised", "real", "actual", "additional")
+    + r"\s+(?:system\s+)?instructions?\s*:",
+    _w("system") + r"\s+prompt\s*:",
+    _w("reveal", "print", "show", "output", "repeat", "leak", "ignore", "override", "replace")
+    + r"\s+(?:\w+\s+){0,3}system\s+prompt",
+    r"<\|(?:im_start|system)\|>|\[/?inst\]|<</?sys>>",
+    _w("you") + r"\s+(?:must|should|shall|need\s+to|have\s+to|are\s+(?:now|required\s+to|to))\b",
+    _w("pretend") + r"\s+(?:to\s+be|you\s+are)\b",
+    _w("from") + rf"\s+now\s+on,?\s+(?:you|always|never|only|don't|{_AGENT_VERBS})",
+    rf"[.!?;:\n\"'(]\s*(?:please\s+)?(?:always|never)\s+{_AGENT_VERBS}",
+    _w("do not", "don't", "never") + r"\s+(?:tell|inform|notify|alert|reveal|mention|disclose)\b",
 )
-_PLAN = re.compile(
-    r"""
-      \b(?:I|we)\s*(?:will|shall|'ll|’ll)\b
-    | \b(?:I\s+am|I'm|I’m|we\s+are|we're|we’re)\s+going\s+to\b
-    | (?:^|[.!?;\n]\s*)(?-i:(?:Will|will|Going\s+to|going\s+to)\s+(?!be\b)[a-z]+)
-    | \bwill\s+follow[ -]?up\b
-    | \bfollow[ -]?up\s+(?:next|tomorrow|later|on\s+(?:mon|tues|wednes|thurs|fri|satur|sun)day)
-    | \b(?:plan(?:s|ning)?|intend(?:s|ing)?)\s+to\b
-    | \bnext\s+steps?\s*(?:is|are|:|-)
-    | \bremind\s+(?:me|us)\s+to\b
-    | (?-i:\bTODO\b) | \bto-?do\s*:
-    """,
-    re.IGNORECASE | re.VERBOSE,
+_PLAN_LOWERED = _compile(
+    _w("i", "we") + r"\s*(?:will|shall|'ll|’ll)\b",
+    _w("i am", "i'm", "i’m", "we are", "we're", "we’re") + r"\s+going\s+to\b",
+    _w("will") + r"\s+follow[ -]?up\b",
+    _w("follow")
+    + r"[ -]?up\s+(?:next|tomorrow|later|on\s+(?:mon|tues|wednes|thurs|fri|satur|sun)day)",
+    _w("plan", "plans", "planning", "intend", "intends", "intending") + r"\s+to\b",
+    _w("next") + r"\s+steps?\s*(?:is|are|:|-)",
+    _w("remind") + r"\s+(?:me|us)\s+to\b",
+    _w("to-do", "todo") + r"\s*:",
+)
+_PLAN_CASED = _compile(
+    # A sentence opening with "Will <verb>": not "Will Smith", not "Will be out".
+    r"[.!?;\n]\s*(?:Will|will|Going\s+to|going\s+to)\s+(?!be\b)[a-z]+",
+    r"TODO(?<![A-Za-z0-9_]TODO)\b",
 )
 
 
@@ -184,13 +199,14 @@ def looks_like_instruction(text: str) -> bool:
     """Whether `text` reads as an order to the agent rather than a statement of fact.
 
     It looks for prompt-injection phrasing ("ignore previous instructions", "new
-    instructions:", chat-template role markers), sentences addressed to the agent
-    ("you must", "from now on, reply...") and imperatives starting with always/never/
-    do not plus an action verb ("Always CC legal"). Ordinary facts that merely contain
-    these words ("From now on the office opens at 9", "It never rains here") are not
-    matched.
+    instructions:", chat-template markers), sentences addressed to the agent ("you
+    must", "from now on, reply..."), imperatives opening with always/never and an
+    action verb ("Always CC legal") and requests to conceal ("do not tell the user").
+    Ordinary facts that merely hold these words are not matched: "From now on the
+    office opens at 9", "It never rains here", "Please do not reply to this email".
     """
-    return _INSTRUCTION.search(text) is not None
+    lowered = "\n" + text.lower()
+    return any(p.search(lowered) for p in _INSTRUCTION)
 
 
 def looks_like_plan(text: str) -> bool:
@@ -201,7 +217,11 @@ def looks_like_plan(text: str) -> bool:
     TODO markers. Third-person futures are facts about the world and are not matched
     ("The contract will expire in May").
     """
-    return _PLAN.search(text) is not None
+    lowered = "\n" + text.lower()
+    cased = "\n" + text
+    return any(p.search(lowered) for p in _PLAN_LOWERED) or any(
+        p.search(cased) for p in _PLAN_CASED
+    )
 
 
 # -- the rules, in order ------------------------------------------------------------------
@@ -305,8 +325,8 @@ def _injection(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict |
         return Verdict(
             Action.REFUSE,
             c.kind,
-            f"instruction-like content from an {c.provenance.source} source (possible prompt"
-            " injection); only the person or the operator can instruct",
+            f"content from source {c.provenance.source!s} reads as an instruction (possible"
+            " prompt injection); only the person or the operator can instruct",
             Rule.INJECTION_SUSPECTED,
         )
     return None
@@ -326,9 +346,12 @@ def _instruction_source(c: Candidate, rules: AgentRules, config: GateConfig) -> 
     return Verdict(
         Action.REFUSE,
         c.kind,
-        f"an {source} source cannot give instructions; only the person or the operator can",
+        f"source {source!s} cannot give instructions; only the person or the operator can",
         Rule.INSTRUCTION_SOURCE,
     )
+
+
+_SUBAGENT_STATES = frozenset({"failed", "cancelled", "waiting"})
 
 
 def _subagent_terminal(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | None:
@@ -337,10 +360,11 @@ def _subagent_terminal(c: Candidate, rules: AgentRules, config: GateConfig) -> V
         return None
     if c.kind is Kind.EPISODE:
         return None
+    shown = state if state in _SUBAGENT_STATES else "unknown"  # never echo free text
     return Verdict(
         Action.ACCEPT,
         Kind.EPISODE,
-        f"subagent state is {state or 'unknown'}; only a succeeded subagent's result is a fact",
+        f"subagent state is {shown}; only a succeeded subagent's result is a fact",
         Rule.SUBAGENT_NOT_TERMINAL,
     )
 
@@ -350,7 +374,7 @@ def _preference_source(c: Candidate, rules: AgentRules, config: GateConfig) -> V
         return Verdict(
             Action.REVIEW,
             Kind.PREFERENCE,
-            f"a preference from an {c.provenance.source} source waits for the person to confirm",
+            f"a preference from source {c.provenance.source!s} waits for the person to confirm",
             Rule.PREFERENCE_SOURCE,
         )
     return None

@@ -241,7 +241,7 @@ class Memory:
     last_used_at: datetime | None
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Memory:
+    def from_row(cls, row: Any) -> Memory:
         return cls(
             id=row["id"],
             scope=Scope(row["tenant"], row["user_id"], row["agent_id"]),

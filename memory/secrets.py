@@ -2,9 +2,9 @@
 
 The write gate refuses any candidate that holds one (`memory.policy`), and logs,
 error messages and task results pass text through `redact` first. Detection is
-pure and fast: every pattern is compiled once at import, and most detectors are
-skipped outright unless a cheap literal (``"akia"``, ``"-----begin"``...) occurs
-in the text, so scanning 10 KB of ordinary prose costs well under a millisecond.
+pure and fast: every pattern is compiled once at import and is tried only where
+its literal anchor (``"akia"``, ``"-----begin"``, ``"pass"``...) occurs, so scanning
+10 KB of ordinary prose takes about a quarter of a millisecond.
 
 What is detected, by kind:
 
@@ -24,8 +24,10 @@ What is detected, by kind:
   ``generic_api_key_assignment`` (secret, api_key, token, access_key, private_key,
   auth_key) — ``key=value``, ``key: value``, ``"key": "value"``, ``key => value``
   with a non-empty value, case-insensitive. Placeholders (``***``, ``<password>``,
-  ``${VAR}``, ``{{ var }}``, ``[REDACTED:...]``) are not secrets, so redacting twice
-  changes nothing.
+  ``${VAR}``, ``{{ var }}``, ``[REDACTED:...]``, ``true``/``false``) and code
+  (``token == x``, ``password: str``) are not secrets, so redacting twice changes
+  nothing. Prose such as "the token: expired" *is* flagged: a false alarm refuses
+  one memory, a miss stores a secret.
 
 For assignments, headers and URLs the finding covers the value only, so a redacted
 log line still says which setting was there: ``password=[REDACTED:password_assignment]``.
@@ -79,19 +81,30 @@ _PLACEHOLDER = re.compile(
     | \$\{?\w+\}?           # $VAR, ${VAR}
     | \{\{.*\}\}            # {{ var }}
     | %\(\w+\)s             # %(password)s
-    | null | none | nil | undefined
+    | null | none | nil | undefined | true | false
+    | str | bytes | bool | int | optional\[\w+\]    # "password: str = ..." in code
     """,
     re.IGNORECASE | re.VERBOSE,
 )
 
 
 def _not_placeholder(value: str) -> bool:
-    return _PLACEHOLDER.fullmatch(value.strip().rstrip(".,;:)]}")) is None
+    value = value.strip()
+    trimmed = value.rstrip(".,;:)]}")  # "password=***," in prose
+    return not (_PLACEHOLDER.fullmatch(value) or _PLACEHOLDER.fullmatch(trimmed))
 
 
 # The value of an assignment: quoted (non-empty, may hold spaces) or a bare word.
-_VALUE = r"""(?:"((?:[^"\\\n]|\\.)+)"|'((?:[^'\\\n]|\\.)+)'|`([^`\n]+)`|([^\s"'`]\S*))"""
-_ASSIGN = r"""["']?[ \t]*(?:==?|:=|=>|:)[ \t]*"""
+# Bounded, so that trying every anchor of "password=password=..." stays linear.
+_VALUE = (
+    r"""(?:"((?:[^"\\\n]|\\.){1,1024})"|"""  # "double quoted"
+    r"""'((?:[^'\\\n]|\\.){1,1024})'|"""  # 'single quoted'
+    r"""`([^`\n]{1,1024})`|"""  # `backticks`
+    r"""(<[^<>\n]{0,64}>|\{\{[^}\n]{0,128}\}\})|"""  # <placeholder>, {{ template }}
+    r"""([^\s"'`]\S{0,1023}))"""  # bare
+)
+# "=" but not "==" (a comparison), ":" but not "::".
+_ASSIGN = r"""["']?[ \t]*(?:=>|:=|=(?!=)|:(?!:))[ \t]*"""
 # A token starts where a run of token characters starts, not inside one.
 _START = r"(?<![A-Za-z0-9_-])"
 _END = r"(?![A-Za-z0-9_])"
@@ -317,12 +330,14 @@ def find_secrets(text: str) -> list[SecretFinding]:
     lowered = _lower_aligned(text)
     found = set(_find_cards(text))
     for detector in _DETECTORS:
-        resume = 0  # a match is never searched for inside the previous one
+        resume = 0
         for pos in _anchor_positions(lowered, detector.anchors):
             if pos < resume or not (match := detector.pattern.match(text, pos)):
                 continue
-            resume = match.end()
             start, end = _value_span(match)
+            # A token is not searched again inside itself (a PEM block holds many
+            # "-----BEGIN"s), but a value may hold another assignment: "token: api_key: x".
+            resume = match.end() if (start, end) == match.span() else start
             if detector.accept is None or detector.accept(text[start:end]):
                 found.add(SecretFinding(detector.kind, start, end))
     # On equal spans, name the specific provider rather than the generic shape.

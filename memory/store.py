@@ -207,6 +207,15 @@ def _apply_one(
     current = None
     if status is Status.ACTIVE and candidate.key:
         current = queries.active_by_key(conn, candidate.scope, candidate.key)
+        if current is not None and current["content_hash"] == content_hash(candidate.content):
+            return Decision(
+                index,
+                Outcome.DUPLICATE,
+                kind.value,
+                "same-value",
+                f"key {candidate.key!r} already holds this value",
+                current["id"],
+            )
         if (
             current is not None
             and Source(current["source"]) in TRUSTED_SOURCES

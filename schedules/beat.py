@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -67,7 +67,7 @@ class DatabaseScheduler(Scheduler):
         super().setup_schedule()
         self.reload_seconds = float(self.app.conf.beat_max_loop_interval or self.reload_seconds)
         self.engine = self.open_engine()
-        self._heap: list[tuple[float, str, int]] = []
+        self._fires: list[tuple[float, str, int]] = []
         self._applied: dict[str, AppliedSchedule] = {}
         self._revision = 0
         self._reloaded_at = 0.0
@@ -83,7 +83,7 @@ class DatabaseScheduler(Scheduler):
             self.dispatch(fires)
             with self.engine.begin() as conn:
                 catalog.record_fires(conn, ((f.schedule.name, f.fire_time) for f in fires))
-        until_next = self._heap[0][0] - now.timestamp() if self._heap else self.reload_seconds
+        until_next = self._fires[0][0] - now.timestamp() if self._fires else self.reload_seconds
         return max(0.0, min(static_delay, until_next, self.reload_seconds))
 
     # -- the heap --------------------------------------------------------------
@@ -112,8 +112,8 @@ class DatabaseScheduler(Scheduler):
     def pop_due(self, now: datetime) -> list[Fire]:
         due: list[Fire] = []
         stamp = now.timestamp()
-        while self._heap and self._heap[0][0] <= stamp:
-            at, name, revision = heapq.heappop(self._heap)
+        while self._fires and self._fires[0][0] <= stamp:
+            at, name, revision = heapq.heappop(self._fires)
             applied = self._applied.get(name)
             if applied is None or applied.revision != revision:
                 continue  # superseded by an edit or deleted
@@ -127,19 +127,20 @@ class DatabaseScheduler(Scheduler):
     def _push_next(self, applied: AppliedSchedule, after: datetime) -> None:
         nxt = timing.next_fire(applied.schedule, after)
         if nxt is not None:
-            heapq.heappush(self._heap, (nxt.timestamp(), applied.name, applied.revision))
+            heapq.heappush(self._fires, (nxt.timestamp(), applied.name, applied.revision))
 
     def _may_fire(self, applied: AppliedSchedule) -> bool:
         limit = applied.schedule.max_runs
         return not applied.paused and (limit is None or applied.runs_fired < limit)
 
     def _count_fire(self, applied: AppliedSchedule, at: datetime) -> AppliedSchedule:
-        from dataclasses import replace
-
         updated = replace(applied, runs_fired=applied.runs_fired + 1, last_fire_at=at)
         self._applied[applied.name] = updated
         return updated
 
     @property
     def info(self) -> str:
-        return f"    . db schedules -> {len(self._applied)} (heap {len(self._heap)})"
+        applied = getattr(self, "_applied", None)
+        if applied is None:
+            return "    . db schedules -> (loaded at start)"
+        return f"    . db schedules -> {len(applied)} (heap {len(self._fires)})"

@@ -122,4 +122,4 @@ def resolve(name: str, configured: Mapping[str, str]) -> Agent:
         raise UnknownAgentError(name, list(agents)) from error
     if not callable(target):
         raise UnknownAgentError(name, list(agents))
-    return target  # type: ignore[no-any-return]
+    return target

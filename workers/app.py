@@ -75,9 +75,11 @@ def create_app(settings: Settings) -> Celery:
             "data_folder_out": str(folder / "queue"),
             "control_folder": str(folder / "control"),
             "processed_folder": str(folder / "processed"),
+            # The folder is polled; 0.2 s keeps runs snappy at negligible cost on a laptop.
+            "polling_interval": 0.2,
         }
         (settings.data_dir / "results").mkdir(parents=True, exist_ok=True)
-    app.nightshift_settings = settings  # type: ignore[attr-defined]
+    app.nightshift_settings = settings
     return app
 
 

@@ -7,6 +7,7 @@ Celery task id is derived from the run key, so Flower shows one task per run.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -18,9 +19,13 @@ from workers.app import RUN_TASK, RUNS_QUEUE
 from workers.runs import RunRequest
 from workers.runtime import runtime_of
 
+_TASK_IDS = uuid.UUID("6f1d2c1e-4b7a-5e39-9a1f-0c8e2f5b7d41")
 
-def task_id(run_key: str) -> str:
-    return f"run:{run_key}"
+
+def task_id(name: str) -> str:
+    """A Celery task id derived from a run key or write handle: stable, and safe as a
+    file name (run keys contain '/' and ':', which the file result backend cannot store)."""
+    return str(uuid.uuid5(_TASK_IDS, name))
 
 
 def enqueue(app: Celery, requests: Sequence[RunRequest], now: datetime) -> list[str]:

@@ -128,7 +128,7 @@ class Run:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for name in self.__slots__:  # type: ignore[attr-defined]
+        for name in self.__slots__:
             value = getattr(self, name)
             out[name] = value.isoformat() if isinstance(value, datetime) else value
         out["duration_ms"] = round(self.duration.total_seconds() * 1000) if self.duration else None

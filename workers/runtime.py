@@ -43,5 +43,5 @@ def runtime_of(app: Celery) -> Runtime:
     """This process's runtime for `app` (a fork gets a fresh one)."""
     slot = (id(app), os.getpid())
     if slot not in _runtimes:
-        _runtimes[slot] = Runtime(app.nightshift_settings)  # type: ignore[attr-defined]
+        _runtimes[slot] = Runtime(app.nightshift_settings)
     return _runtimes[slot]

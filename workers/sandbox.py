@@ -37,7 +37,7 @@ def sandbox(root: str | Path, run_key: str) -> Iterator[Path]:
 
 def remove(path: Path) -> None:
     # A program in the sandbox may have made read-only files; make them writable first.
-    def _retry_writable(func, target, _info):  # type: ignore[no-untyped-def]
+    def _retry_writable(func, target, _info):
         Path(target).chmod(0o700)
         func(target)
 

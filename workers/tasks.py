@@ -14,7 +14,7 @@ from memory.engine import retrying
 from memory.records import Candidate
 from workers import runs, writer
 from workers.app import RUN_TASK, WRITE_QUEUE, WRITE_TASK
-from workers.enqueue import resend
+from workers.enqueue import resend, task_id
 from workers.lifecycle import execute
 from workers.runtime import runtime_of
 from workers.sandbox import sweep
@@ -35,7 +35,7 @@ def run(self: Task, key: str) -> dict[str, Any]:
         self.app.send_task(
             WRITE_TASK,
             args=[handle, run_key, candidates],
-            task_id=handle,
+            task_id=task_id(handle),
             queue=WRITE_QUEUE,
             argsrepr=f"(handle={handle!r}, candidates={len(candidates)})",
         )

@@ -192,3 +192,12 @@ def test_search_finds_by_words_within_scope(store: Store) -> None:
 
 def _all(loaded: Loaded) -> list:
     return [*loaded.hot, *loaded.ranked]
+
+
+def test_same_key_same_value_from_another_run_is_a_duplicate(store: Store) -> None:
+    store.apply([fact("INC-1 seen", key="incident.1")], handle="h1", actor="writer")
+    receipt = store.apply(
+        [fact("INC-1 seen", key="incident.1", task="run-2")], handle="h2", actor="writer"
+    )
+    assert receipt.decisions[0].outcome is Outcome.DUPLICATE
+    assert len(store.history(ANA, "incident.1")) == 1

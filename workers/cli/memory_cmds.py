@@ -7,6 +7,7 @@ import click
 from memory.records import ANY, Scope
 from workers.cli.base import (
     Context,
+    F,
     InvalidInput,
     connect,
     emit_json,
@@ -22,7 +23,7 @@ def memory() -> None:
     """Inspect memory."""
 
 
-def scope_options(fn):  # type: ignore[no-untyped-def]
+def scope_options(fn: F) -> F:
     fn = click.option("--agent", default=ANY, help="Agent (empty: the shared/tenant layers).")(fn)
     fn = click.option("--user", default=ANY, help="User (empty: the agent/tenant layers).")(fn)
     return click.option("--tenant", required=True)(fn)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -24,7 +26,8 @@ from workers.cli.base import (
     pass_context,
 )
 from workers.enqueue import enqueue
-from workers.runs import FINISHED, RunRequest
+from workers.runs import FINISHED, Run, RunRequest
+from workers.runtime import Runtime
 
 
 @main_group.command()
@@ -37,7 +40,7 @@ from workers.runs import FINISHED, RunRequest
 @click.option(
     "--payload",
     "payload_file",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=click.Path(path_type=Path, dir_okay=False, exists=True, allow_dash=True),
     help="JSON object file handed to the agent as untrusted event data ('-' for stdin).",
 )
 @click.option("--event-id", default="", help="Dedup key: the same event id makes one run.")
@@ -85,7 +88,7 @@ def trigger(
         time_limit=settings.run_time_limit,
     )
     created = enqueue(create_app(settings), [request], datetime.now(UTC))
-    result = {
+    result: dict[str, Any] = {
         "run_key": key,
         "enqueued": bool(created),
         "note": "" if created else "this event id was enqueued before; no new run",
@@ -136,12 +139,10 @@ def list_runs(obj: Context, limit: int, agent: str, schedule: str, as_json: bool
     )
 
 
-def _read_payload(path: Path | None, limit: int) -> dict:
+def _read_payload(path: Path | None, limit: int) -> dict[str, Any]:
     if path is None:
         return {}
-    raw = (
-        click.get_binary_stream("stdin").read(limit + 1) if str(path) == "-" else path.read_bytes()
-    )
+    raw = sys.stdin.buffer.read(limit + 1) if str(path) == "-" else path.read_bytes()
     if len(raw) > limit:
         raise InvalidInput(
             f"payload {path} is larger than {limit} bytes "
@@ -156,7 +157,7 @@ def _read_payload(path: Path | None, limit: int) -> dict:
     return payload
 
 
-def _wait_for(rt, key: str, timeout: float = 600.0):  # type: ignore[no-untyped-def]
+def _wait_for(rt: Runtime, key: str, timeout: float = 600.0) -> Run:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with rt.engine.connect() as conn:

@@ -10,7 +10,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 from workers.settings import Settings
 
@@ -58,17 +57,15 @@ class Supervisor:
     settings: Settings
     log_dir: Path
     children: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-    _logs: list[IO[bytes]] = field(default_factory=list)
 
     def start(self, name: str, argv: list[str]) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 (closed in stop_all)
-        self._logs.append(log)
         env = {**os.environ, **self.settings.to_env()}
         # A session of its own: Ctrl-C reaches `up` only, which then stops children in order.
-        self.children[name] = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
+        with open(self.log_dir / f"{name}.log", "ab") as log:  # the child keeps its own copy
+            self.children[name] = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
 
     def dead(self) -> list[tuple[str, int]]:
         return [(n, p.returncode) for n, p in self.children.items() if p.poll() is not None]
@@ -83,8 +80,6 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 _signal_group(proc, signal.SIGKILL)
                 proc.wait()
-        for log in self._logs:
-            log.close()
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:

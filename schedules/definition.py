@@ -1,0 +1,521 @@
+"""What a schedule is: a trigger (cron, heartbeat or event) plus run settings.
+
+Every record is frozen and validates itself in `__post_init__`, raising
+`DefinitionError` (a `ValueError`) whose `field` names the offending attribute and
+whose message says what is wrong and what is allowed. A `Schedule` that exists is
+therefore valid: the file loader, `apply` and the beat never re-check it.
+
+`Schedule.to_json()` / `Schedule.from_json()` are the storage form (the database
+keeps the definition as JSON); `Schedule.fingerprint()` is what `apply` compares to
+tell whether a stored definition changed.
+
+Example:
+    >>> s = Schedule(name="digest", agent="mailer", tenant="acme",
+    ...              trigger=Cron("0 7 * * mon-fri", timezone="Europe/Berlin"))
+    >>> s.kind
+    'cron'
+    >>> Schedule.from_json(s.to_json()) == s
+    True
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import enum
+import functools
+import hashlib
+import json
+import re
+import zoneinfo
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, time, timedelta
+from typing import Any, Literal
+
+from croniter import CroniterBadDateError, CroniterError, croniter
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+"""A schedule name: it is part of every run key (`name@fire-time`), so no spaces or `@`."""
+
+MAX_PAYLOAD_BYTES = 64 * 1024
+"""The largest payload, as compact JSON, a schedule may carry to each run."""
+
+MIN_HEARTBEAT = timedelta(seconds=1)
+
+CRON_ALIASES: Mapping[str, str] = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+# (name, lowest, highest) per croniter field position; the 6th field is seconds.
+_CRON_FIELDS = (
+    ("minute", 0, 59),
+    ("hour", 0, 23),
+    ("day-of-month", 1, 31),
+    ("month", 1, 12),
+    ("day-of-week", 0, 7),
+    ("second", 0, 59),
+)
+_HASHED_PART = re.compile(r"^[hr](\(\d+-\d+\))?(/\d+)?$", re.IGNORECASE)
+_UNUSABLE_ZONES = frozenset({"localtime", "Factory", "posixrules"})
+
+
+class DefinitionError(ValueError):
+    """A schedule definition is invalid; `field` names the attribute at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+    def __reduce__(self) -> tuple[Any, ...]:  # survive pickling (Celery results)
+        return (type(self), (self.field, str(self)))
+
+
+class Overlap(enum.StrEnum):
+    """What the beat does when a fire is due while the previous run still runs."""
+
+    SKIP = "skip"  # drop the new fire
+    BUFFER_ONE = "buffer_one"  # keep at most one waiting fire
+    ALLOW_ALL = "allow_all"  # start it anyway
+    CANCEL_OTHER = "cancel_other"  # cancel the running one, start the new one
+
+
+class Catchup(enum.StrEnum):
+    """Which fires missed within `catchup_window` (beat down, paused) still run."""
+
+    NONE = "none"
+    LATEST = "latest"
+    ALL = "all"
+
+
+# --- time zones and durations ----------------------------------------------------
+
+
+@functools.cache
+def _known_zones() -> frozenset[str]:
+    return frozenset(zoneinfo.available_timezones() - _UNUSABLE_ZONES)
+
+
+def load_zone(key: str, *, field: str = "timezone") -> zoneinfo.ZoneInfo:
+    """The IANA time zone `key`, or a `DefinitionError` suggesting a close name."""
+    known = _known_zones()
+    if isinstance(key, str) and key in known:
+        return zoneinfo.ZoneInfo(key)
+    if isinstance(key, str) and not known and key not in _UNUSABLE_ZONES:
+        # No tz database to list (no tzdata); let zoneinfo decide.
+        try:
+            return zoneinfo.ZoneInfo(key)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            pass
+    hint = difflib.get_close_matches(str(key), known, n=1)
+    suggestion = (
+        f"; did you mean {hint[0]!r}?" if hint else " (use an IANA name like 'Europe/Berlin')"
+    )
+    raise DefinitionError(field, f"unknown time zone {key!r}{suggestion}")
+
+
+def format_duration(value: timedelta) -> str:
+    """`timedelta(hours=1, minutes=30)` -> `"1h30m"`; the inverse of `parse_duration`."""
+    micros = value // timedelta(microseconds=1)
+    if micros == 0:
+        return "0s"
+    sign, micros = ("-", -micros) if micros < 0 else ("", micros)
+    days, rest = divmod(micros, 86_400_000_000)
+    hours, rest = divmod(rest, 3_600_000_000)
+    minutes, rest = divmod(rest, 60_000_000)
+    seconds, fraction = divmod(rest, 1_000_000)
+    parts = [f"{n}{unit}" for n, unit in ((days, "d"), (hours, "h"), (minutes, "m")) if n]
+    if fraction:
+        parts.append(f"{seconds}.{fraction:06d}".rstrip("0") + "s")
+    elif seconds:
+        parts.append(f"{seconds}s")
+    return sign + "".join(parts)
+
+
+def _require_aware(value: datetime | None, name: str) -> None:
+    if value is None:
+        return
+    if not isinstance(value, datetime):
+        raise DefinitionError(name, f"{name} must be a datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise DefinitionError(
+            name,
+            f"{name} {value.isoformat()} has no UTC offset; "
+            "give one, e.g. 2025-01-01T00:00:00+01:00 or ...Z",
+        )
+
+
+# --- cron expressions ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledCron:
+    """A parsed cron expression; `template` is copied, never iterated directly."""
+
+    expression: str  # with aliases replaced
+    template: croniter
+    every_hour: bool  # the hour field matches all 24 hours (not hour-pinned)
+
+
+def _cron_fault(fields: list[str]) -> str | None:
+    """A precise complaint about the first out-of-range number or bad step, if any."""
+    for (label, low, high), text in zip(_CRON_FIELDS, fields, strict=False):
+        for part in text.split(","):
+            if _HASHED_PART.match(part):
+                return f"{label}: hashed/random values ('H', 'R') are not supported"
+            base, _, step = part.partition("/")
+            if step and (not step.isdigit() or int(step) == 0):
+                return f"{label} step must be a positive whole number, got {step!r}"
+            for number in base.split("-"):
+                if number.isdigit() and not low <= int(number) <= high:
+                    return f"{label} must be {low}-{high}"
+    return None
+
+
+def _croniter_complaint(exc: Exception) -> str:
+    lines = str(exc).strip().splitlines() or ["unrecognised"]
+    message = re.sub(r"^\[[^\]]*\]\s*", "", lines[0])  # croniter echoes the expression
+    return message.removeprefix("is ").strip() or "unrecognised"
+
+
+@functools.lru_cache(maxsize=4096)
+def compile_cron(expression: str) -> CompiledCron:
+    """Parse and check `expression` once; cached because the beat evaluates
+    thousands of schedules that share a handful of expressions."""
+    text = " ".join(expression.split()) if isinstance(expression, str) else ""
+    if not text:
+        raise DefinitionError("expression", "cron expression is empty")
+    if text.startswith("@"):
+        alias = CRON_ALIASES.get(text.lower())
+        if alias is None:
+            raise DefinitionError(
+                "expression",
+                f"unknown cron alias {text!r}; use one of {', '.join(CRON_ALIASES)}",
+            )
+        text = alias
+    fields = text.split(" ")
+    if len(fields) not in (5, 6):
+        raise DefinitionError(
+            "expression",
+            f"invalid cron expression {expression!r}: expected 5 fields "
+            "(minute hour day-of-month month day-of-week) or 6 (… second), "
+            f"got {len(fields)}",
+        )
+    fault = _cron_fault(fields)
+    if fault is None:
+        try:
+            template = croniter(text, datetime(2000, 1, 1))
+            copy.copy(template).get_next(datetime)
+        except CroniterBadDateError:
+            fault = "no date ever matches it"
+        except (CroniterError, ValueError, TypeError) as exc:
+            fault = _croniter_complaint(exc)
+    if fault is not None:
+        raise DefinitionError("expression", f"invalid cron expression {expression!r}: {fault}")
+    return CompiledCron(
+        expression=text, template=template, every_hour=template.expanded[1] == ["*"]
+    )
+
+
+# --- triggers --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Cron:
+    """Fire on a croniter expression evaluated in `timezone` (5 fields, or 6 with
+    seconds last), or an alias such as `@daily`. See `schedules.timing` for DST."""
+
+    expression: str
+    timezone: str = "UTC"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.expression, str):
+            raise DefinitionError("expression", "cron expression must be a string")
+        compile_cron(self.expression)
+        load_zone(self.timezone)
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Fire every `every` of real time, each fire delayed by a deterministic jitter
+    in [0, jitter); fires outside `active_hours` (wall clock in `timezone`, start
+    inclusive, end exclusive, may wrap midnight) are skipped."""
+
+    every: timedelta
+    jitter: timedelta = timedelta(0)
+    active_hours: tuple[time, time] | None = None
+    timezone: str = "UTC"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.every, timedelta) or self.every <= timedelta(0):
+            raise DefinitionError(
+                "every", f"heartbeat interval must be positive, got {self.every!r}"
+            )
+        if self.every < MIN_HEARTBEAT:
+            raise DefinitionError(
+                "every",
+                f"heartbeat interval must be at least 1s, got {format_duration(self.every)}",
+            )
+        if not isinstance(self.jitter, timedelta) or self.jitter < timedelta(0):
+            raise DefinitionError("jitter", f"jitter must not be negative, got {self.jitter!r}")
+        if self.jitter >= self.every:
+            raise DefinitionError(
+                "jitter",
+                f"jitter {format_duration(self.jitter)} must be shorter than "
+                f"the interval {format_duration(self.every)}",
+            )
+        self._check_active_hours()
+        load_zone(self.timezone)
+
+    def _check_active_hours(self) -> None:
+        hours = self.active_hours
+        if hours is None:
+            return
+        if not (isinstance(hours, tuple) and len(hours) == 2):
+            raise DefinitionError("active_hours", "active_hours must be a (start, end) pair")
+        start, end = hours
+        if not all(isinstance(t, time) and t.tzinfo is None for t in hours):
+            raise DefinitionError(
+                "active_hours", "active_hours must be two wall-clock times without time zone"
+            )
+        if start == end:
+            raise DefinitionError(
+                "active_hours",
+                f"active_hours {start:%H:%M}-{end:%H:%M} is empty; leave it out to run all day",
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """No timer: runs are started by events, the CLI or the API."""
+
+
+Trigger = Cron | Heartbeat | Event
+
+
+# --- the schedule ----------------------------------------------------------------
+
+
+def _seconds(value: timedelta) -> int | float:
+    if value.microseconds:
+        return value.total_seconds()
+    return value // timedelta(seconds=1)
+
+
+def _normalised_payload(payload: Any) -> dict[str, Any]:
+    if not isinstance(payload, Mapping):
+        raise DefinitionError("payload", f"payload must be a mapping, got {type(payload).__name__}")
+    if not all(isinstance(key, str) for key in payload):
+        raise DefinitionError("payload", "payload keys must be strings")
+    try:
+        encoded = json.dumps(dict(payload), allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise DefinitionError("payload", f"payload must be JSON-serialisable: {exc}") from None
+    if len(encoded.encode()) > MAX_PAYLOAD_BYTES:
+        raise DefinitionError(
+            "payload", f"payload is larger than {MAX_PAYLOAD_BYTES // 1024} KiB as JSON"
+        )
+    result: dict[str, Any] = json.loads(encoded)  # a deep copy the caller cannot mutate
+    return result
+
+
+def _enum(kind: type[enum.StrEnum], value: Any, name: str) -> Any:
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(member.value for member in kind)
+        raise DefinitionError(name, f"{name} must be one of {allowed}; got {value!r}") from None
+
+
+def _require_text(value: Any, name: str, *, empty: bool) -> None:
+    if not isinstance(value, str):
+        raise DefinitionError(name, f"{name} must be a string, got {type(value).__name__}")
+    if not empty and not value.strip():
+        raise DefinitionError(name, f"{name} must not be empty")
+
+
+def _require_count(value: Any, name: str, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise DefinitionError(name, f"{name} must be a whole number >= {low}, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """One named schedule: when (`trigger`, `start`, `end`) and what (`agent` for
+    `tenant`/`user` with `goal` and `payload`), plus how the beat treats it.
+
+    `start` is inclusive and `end` exclusive: fires happen in [start, end).
+    `payload` is normalised to plain JSON on construction; treat it as read-only.
+    """
+
+    name: str
+    agent: str
+    tenant: str
+    trigger: Trigger
+    user: str = ""
+    goal: str = ""
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    start: datetime | None = None
+    end: datetime | None = None
+    max_runs: int | None = None
+    paused: bool = False
+    pause_note: str = ""
+    overlap: Overlap = Overlap.SKIP
+    catchup: Catchup = Catchup.LATEST
+    catchup_window: timedelta = timedelta(minutes=5)
+    time_limit: timedelta = timedelta(minutes=10)
+    retries: int = 0
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not NAME_PATTERN.match(self.name):
+            raise DefinitionError(
+                "name",
+                f"schedule name {self.name!r} is invalid: use 1-128 letters, digits, "
+                "'.', '_' or '-', starting with a letter or digit",
+            )
+        _require_text(self.agent, "agent", empty=False)
+        _require_text(self.tenant, "tenant", empty=False)
+        for name in ("user", "goal", "pause_note", "source"):
+            _require_text(getattr(self, name), name, empty=True)
+        if not isinstance(self.trigger, Cron | Heartbeat | Event):
+            raise DefinitionError(
+                "trigger", f"trigger must be Cron, Heartbeat or Event, got {self.trigger!r}"
+            )
+        object.__setattr__(self, "payload", _normalised_payload(self.payload))
+        self._check_window()
+        if self.max_runs is not None:
+            _require_count(self.max_runs, "max_runs", 1)
+        _require_count(self.retries, "retries", 0)
+        if not isinstance(self.paused, bool):
+            raise DefinitionError("paused", f"paused must be true or false, got {self.paused!r}")
+        object.__setattr__(self, "overlap", _enum(Overlap, self.overlap, "overlap"))
+        object.__setattr__(self, "catchup", _enum(Catchup, self.catchup, "catchup"))
+        if not isinstance(self.catchup_window, timedelta) or self.catchup_window < timedelta(0):
+            raise DefinitionError("catchup_window", "catchup_window must not be negative")
+        if not isinstance(self.time_limit, timedelta) or self.time_limit <= timedelta(0):
+            raise DefinitionError("time_limit", "time_limit must be positive")
+
+    def _check_window(self) -> None:
+        _require_aware(self.start, "start")
+        _require_aware(self.end, "end")
+        if self.start is not None and self.end is not None and self.start >= self.end:
+            raise DefinitionError(
+                "end",
+                f"end {self.end.isoformat()} must be after start {self.start.isoformat()}",
+            )
+
+    def __hash__(self) -> int:  # payload is a dict; equal schedules share these
+        return hash((self.name, self.agent, self.tenant))
+
+    @property
+    def kind(self) -> Literal["cron", "heartbeat", "event"]:
+        if isinstance(self.trigger, Cron):
+            return "cron"
+        if isinstance(self.trigger, Heartbeat):
+            return "heartbeat"
+        return "event"
+
+    def replace(self, **changes: Any) -> Schedule:
+        """A copy with `changes` applied (and validated)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-safe dict; `Schedule.from_json(s.to_json()) == s`.
+
+        Durations are seconds (int when whole), datetimes ISO 8601 with their offset.
+        """
+        return {
+            "name": self.name,
+            "agent": self.agent,
+            "tenant": self.tenant,
+            "user": self.user,
+            "goal": self.goal,
+            "payload": copy.deepcopy(dict(self.payload)),
+            "trigger": _trigger_to_json(self.trigger),
+            "start": self.start.isoformat() if self.start else None,
+            "end": self.end.isoformat() if self.end else None,
+            "max_runs": self.max_runs,
+            "paused": self.paused,
+            "pause_note": self.pause_note,
+            "overlap": self.overlap.value,
+            "catchup": self.catchup.value,
+            "catchup_window": _seconds(self.catchup_window),
+            "time_limit": _seconds(self.time_limit),
+            "retries": self.retries,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Schedule:
+        """The inverse of `to_json`; raises `ValueError` on malformed input."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise DefinitionError(unknown[0], f"unknown schedule key(s): {', '.join(unknown)}")
+        values = dict(data)
+        try:
+            values["trigger"] = _trigger_from_json(values["trigger"])
+            for name in ("start", "end"):
+                if values.get(name) is not None:
+                    values[name] = datetime.fromisoformat(values[name])
+            for name in ("catchup_window", "time_limit"):
+                if name in values:
+                    values[name] = timedelta(seconds=values[name])
+        except DefinitionError:
+            raise
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"malformed schedule JSON: {exc!r}") from None
+        try:
+            return cls(**values)
+        except TypeError as exc:  # a required key missing
+            raise ValueError(f"malformed schedule JSON: {exc}") from None
+
+    def fingerprint(self) -> str:
+        """sha256 of the canonical JSON without `source`: moving a definition to
+        another file or line is not a change, editing any setting is."""
+        data = self.to_json()
+        del data["source"]
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _trigger_to_json(trigger: Trigger) -> dict[str, Any]:
+    if isinstance(trigger, Cron):
+        return {"kind": "cron", "expression": trigger.expression, "timezone": trigger.timezone}
+    if isinstance(trigger, Heartbeat):
+        hours = trigger.active_hours
+        return {
+            "kind": "heartbeat",
+            "every": _seconds(trigger.every),
+            "jitter": _seconds(trigger.jitter),
+            "active_hours": [t.isoformat() for t in hours] if hours else None,
+            "timezone": trigger.timezone,
+        }
+    return {"kind": "event"}
+
+
+def _trigger_from_json(data: Mapping[str, Any]) -> Trigger:
+    kind = data["kind"]
+    if kind == "cron":
+        return Cron(data["expression"], data.get("timezone", "UTC"))
+    if kind == "heartbeat":
+        hours = data.get("active_hours")
+        return Heartbeat(
+            every=timedelta(seconds=data["every"]),
+            jitter=timedelta(seconds=data.get("jitter", 0)),
+            active_hours=(time.fromisoformat(hours[0]), time.fromisoformat(hours[1]))
+            if hours
+            else None,
+            timezone=data.get("timezone", "UTC"),
+        )
+    if kind == "event":
+        return Event()
+    raise DefinitionError("trigger", f"unknown trigger kind {kind!r}")

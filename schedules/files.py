@@ -1,0 +1,534 @@
+"""Schedule definitions in files: TOML (`[[schedule]]` tables) or YAML (`schedules:`).
+
+`load_path` reads one file or a folder and never raises for bad content: every
+schedule that validates is returned, every problem becomes a `ScheduleError` naming
+file, line, schedule and field, so one typo cannot stop the other schedules from
+loading. The file format is documented in docs/schedules.md.
+
+Example:
+    >>> result = load_path("schedules/")
+    >>> for error in result.errors:
+    ...     print(error)  # schedules/nightly.toml:12: schedule 'digest': field 'cron': ...
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import re
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from schedules.definition import (
+    Cron,
+    DefinitionError,
+    Event,
+    Heartbeat,
+    Schedule,
+    Trigger,
+)
+
+SUFFIXES = (".toml", ".yaml", ".yml")
+MAX_FILE_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleError:
+    """One problem in a schedule file; `str()` gives the line a user needs."""
+
+    file: str
+    line: int | None
+    schedule: str | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        parts = [self.file if self.line is None else f"{self.file}:{self.line}"]
+        if self.schedule is not None:
+            parts.append(f"schedule {self.schedule!r}")
+        if self.field is not None:
+            parts.append(f"field {self.field!r}")
+        parts.append(self.message)
+        return ": ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    schedules: tuple[Schedule, ...]
+    errors: tuple[ScheduleError, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+# --- durations and hours -------------------------------------------------------------
+
+_UNIT_SECONDS = {
+    unit: Decimal(seconds)
+    for unit, seconds in (("w", 604_800), ("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1))
+} | {"ms": Decimal("0.001")}
+_UNIT_ORDER = list(_UNIT_SECONDS)
+_DURATION_PART = re.compile(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*(ms|w|d|h|m|s)")
+_PLAIN_NUMBER = re.compile(r"^(\d+(?:\.\d+)?|\.\d+)$")
+_DURATION_HELP = "use seconds or units w, d, h, m, s, ms, e.g. '90s', '5m', '1h30m', '2d', '1.5h'"
+
+
+def parse_duration(text: str | int | float) -> timedelta:
+    """`"1h30m"` -> `timedelta(hours=1, minutes=30)`; a bare number is seconds.
+
+    Units go largest first, each at most once. Raises `ValueError` saying why.
+    """
+    if isinstance(text, bool) or not isinstance(text, str | int | float):
+        raise ValueError(f"invalid duration {text!r}: {_DURATION_HELP}")
+    if isinstance(text, int | float):
+        if not math.isfinite(text) or text < 0:
+            raise ValueError(f"invalid duration {text!r}: must be a finite number >= 0")
+        return _seconds(Decimal(str(text)), text)
+    body = text.strip()
+    if _PLAIN_NUMBER.match(body):  # "90", "1.5": seconds
+        return _seconds(Decimal(body), text)
+    total, position, last_unit = Decimal(0), 0, -1
+    for match in _DURATION_PART.finditer(body):
+        unit = _UNIT_ORDER.index(match.group(2))
+        if match.start() != position or unit <= last_unit:
+            break
+        total += Decimal(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        position, last_unit = match.end(), unit
+    if position != len(body) or not body:
+        raise ValueError(f"invalid duration {text!r}: {_DURATION_HELP}")
+    return _seconds(total, text)
+
+
+def _seconds(value: Decimal, original: object) -> timedelta:
+    if not value.is_finite() or value < 0:
+        raise ValueError(f"invalid duration {original!r}: must be a finite number >= 0")
+    try:
+        return timedelta(microseconds=int(value * 1_000_000))
+    except OverflowError:
+        raise ValueError(f"invalid duration {original!r}: too long") from None
+
+
+_HOURS = re.compile(r"^\s*(\d{1,2}):(\d{2})(?::(\d{2}))?\s*-\s*(\d{1,2}):(\d{2})(?::(\d{2}))?\s*$")
+
+
+def parse_active_hours(text: str) -> tuple[time, time]:
+    """`"08:00-18:00"` -> (08:00, 18:00); wraps midnight if the end is earlier
+    (`"22:00-06:00"`); `"24:00"` is allowed as an end."""
+    match = _HOURS.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise ValueError(f"invalid active_hours {text!r}: use 'HH:MM-HH:MM', e.g. '08:00-18:00'")
+    h1, m1, s1, h2, m2, s2 = (int(g or 0) for g in match.groups())
+    if (h2, m2, s2) == (24, 0, 0):
+        h2 = 0
+    try:
+        return time(h1, m1, s1), time(h2, m2, s2)
+    except ValueError as exc:
+        raise ValueError(f"invalid active_hours {text!r}: {exc}") from None
+
+
+# --- the file model ---------------------------------------------------------------
+
+
+class _Entry(BaseModel):
+    """One schedule as written in a file; untrusted, hence strict."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: str
+    agent: str
+    tenant: str
+    user: str = ""
+    goal: str = ""
+    payload: dict[str, Any] = Field(default_factory=dict)
+    cron: str | None = None
+    heartbeat: timedelta | None = None
+    event: bool | None = None
+    timezone: str | None = None
+    jitter: timedelta | None = None
+    active_hours: tuple[time, time] | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    max_runs: int | None = None
+    paused: bool = False
+    pause_note: str = ""
+    overlap: str | None = None
+    catchup: str | None = None
+    catchup_window: timedelta | None = None
+    time_limit: timedelta | None = None
+    retries: int = 0
+
+    @field_validator("heartbeat", "jitter", "catchup_window", "time_limit", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return value if value is None else parse_duration(value)
+
+    @field_validator("active_hours", mode="before")
+    @classmethod
+    def _hours(cls, value: Any) -> Any:
+        return value if value is None else parse_active_hours(value)
+
+    @field_validator("start", "end", mode="before")
+    @classmethod
+    def _datetime(cls, value: Any) -> Any:
+        if value is None or isinstance(value, datetime):
+            return value
+        example = "use ISO 8601 with a UTC offset, e.g. 2025-01-01T08:00:00+01:00"
+        if isinstance(value, date):
+            raise ValueError(f"{value.isoformat()} is a date; {example}")
+        try:
+            return datetime.fromisoformat(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"invalid date-time {value!r}: {example}") from None
+
+
+_FIELDS = tuple(_Entry.model_fields)
+_RECORD_TO_FILE = {"expression": "cron", "every": "heartbeat"}
+
+
+class _Invalid(Exception):
+    def __init__(self, field: str | None, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def _trigger(entry: _Entry) -> Trigger:
+    given = [
+        name
+        for name, value in (
+            ("cron", entry.cron),
+            ("heartbeat", entry.heartbeat),
+            ("event", entry.event),
+        )
+        if value not in (None, False)
+    ]
+    if len(given) != 1:
+        found = f"found {' and '.join(given)}" if given else "found none"
+        raise _Invalid(
+            given[1] if len(given) > 1 else None,
+            f"give exactly one of cron, heartbeat or event = true ({found})",
+        )
+    if entry.heartbeat is None:
+        for name in ("jitter", "active_hours"):
+            if getattr(entry, name) is not None:
+                raise _Invalid(name, f"{name} applies only to heartbeat schedules")
+    zone = "UTC" if entry.timezone is None else entry.timezone
+    if entry.cron is not None:
+        return Cron(entry.cron, zone)
+    if entry.heartbeat is not None:
+        jitter = timedelta(0) if entry.jitter is None else entry.jitter
+        return Heartbeat(entry.heartbeat, jitter, entry.active_hours, zone)
+    if entry.timezone is not None:
+        raise _Invalid("timezone", "an event schedule has no timer, so no time zone")
+    return Event()
+
+
+def _build(entry: _Entry, source: str) -> Schedule:
+    try:
+        trigger = _trigger(entry)
+        optional = {
+            name: getattr(entry, name)
+            for name in ("start", "end", "max_runs", "overlap", "catchup")
+            + ("catchup_window", "time_limit")
+            if getattr(entry, name) is not None
+        }
+        return Schedule(
+            name=entry.name,
+            agent=entry.agent,
+            tenant=entry.tenant,
+            trigger=trigger,
+            user=entry.user,
+            goal=entry.goal,
+            payload=entry.payload,
+            paused=entry.paused,
+            pause_note=entry.pause_note,
+            retries=entry.retries,
+            source=source,
+            **optional,
+        )
+    except DefinitionError as exc:
+        raise _Invalid(_RECORD_TO_FILE.get(exc.field, exc.field), str(exc)) from None
+
+
+def _validation_problems(exc: ValidationError) -> Iterator[tuple[str | None, str]]:
+    for error in exc.errors(include_url=False):
+        loc = error["loc"]
+        name = str(loc[0]) if loc else None
+        cause = error.get("ctx", {}).get("error")
+        if error["type"] == "extra_forbidden":
+            hint = difflib.get_close_matches(str(name), _FIELDS, n=1)
+            yield name, f"unknown field{f'; did you mean {hint[0]!r}?' if hint else ''}"
+        elif error["type"] == "missing":
+            yield name, "required field is missing"
+        elif isinstance(cause, Exception):
+            yield name, str(cause)
+        else:
+            inner = ".".join(str(part) for part in loc[1:])
+            yield name, f"{inner}: {error['msg']}" if inner else error["msg"]
+
+
+# --- reading files ----------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Raw:
+    """One schedule's raw data with where it and its fields start (1-based)."""
+
+    data: Any
+    line: int | None
+    field_lines: dict[str, int] = field(default_factory=dict)
+    problem: tuple[str | None, str] | None = None  # found while reading (YAML)
+
+
+class _FileProblem(Exception):
+    def __init__(self, line: int | None, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+_TOML_TABLE = re.compile(r"^\s*\[\[?\s*schedule\s*\]\]?\s*(#.*)?$")
+_TOML_SUBTABLE = re.compile(r"^\s*\[\[?\s*schedule\s*\.\s*\"?([A-Za-z0-9_-]+)")
+_TOML_HEADER = re.compile(r"^\s*\[")
+_TOML_KEY = re.compile(r"^\s*[\"']?([A-Za-z0-9_-]+)[\"']?\s*[=.]")
+
+
+def _read_toml(text: str) -> list[_Raw]:
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        match = re.search(r"at line (\d+)", str(exc))
+        line = int(match.group(1)) if match else len(text.splitlines()) or 1
+        reason = re.sub(r" \(at [^)]*\)$", "", str(exc))
+        raise _FileProblem(line, f"TOML syntax error: {reason}") from None
+    lines = text.splitlines()
+    unknown = sorted(set(document) - {"schedule"})
+    if unknown:
+        where = next((i + 1 for i, t in enumerate(lines) if _TOML_KEY.match(t)), None)
+        raise _FileProblem(
+            where, f"unknown top-level key {unknown[0]!r}; schedules go in [[schedule]] tables"
+        )
+    entries = document.get("schedule", [])
+    if isinstance(entries, dict):
+        entries = [entries]
+    if not isinstance(entries, list):
+        raise _FileProblem(None, "'schedule' must be an array of tables: write [[schedule]]")
+    return [
+        _Raw(data, line, fields)
+        for data, (line, fields) in zip(entries, _toml_lines(lines, len(entries)), strict=True)
+    ]
+
+
+def _toml_lines(lines: list[str], count: int) -> list[tuple[int | None, dict[str, int]]]:
+    """Where each `[[schedule]]` table and its keys are: tomllib keeps no positions."""
+    starts = [i for i, text in enumerate(lines) if _TOML_TABLE.match(text)]
+    if len(starts) != count:  # written some other way (inline tables); no lines
+        return [(None, {}) for _ in range(count)]
+    located: list[tuple[int | None, dict[str, int]]] = []
+    for n, first in enumerate(starts):
+        stop = starts[n + 1] if n + 1 < len(starts) else len(lines)
+        fields: dict[str, int] = {}
+        in_subtable = False
+        for i in range(first + 1, stop):
+            if sub := _TOML_SUBTABLE.match(lines[i]):
+                fields.setdefault(sub.group(1), i + 1)
+                in_subtable = True
+            elif _TOML_HEADER.match(lines[i]):
+                in_subtable = True
+            elif not in_subtable and (key := _TOML_KEY.match(lines[i])):
+                fields.setdefault(key.group(1), i + 1)
+        located.append((first + 1, fields))
+    return located
+
+
+def _read_yaml(text: str) -> list[_Raw]:
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return []
+        if _node_count_exceeds(root, len(text) + 1_000):
+            raise _FileProblem(None, "YAML aliases expand to too much data")
+        data = loader.construct_document(root)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        raise _FileProblem(line, f"YAML syntax error: {exc.problem or exc.context}") from None
+    except (yaml.YAMLError, ValueError, TypeError) as exc:
+        raise _FileProblem(None, f"YAML error: {exc}") from None
+    finally:
+        loader.dispose()
+    if isinstance(root, yaml.MappingNode) and isinstance(data, dict) and "schedules" in data:
+        unknown = sorted(str(key) for key in data if key != "schedules")
+        if unknown:
+            raise _FileProblem(
+                _key_lines(root).get(unknown[0]),
+                f"unknown top-level key {unknown[0]!r}; schedules go in the 'schedules:' list",
+            )
+        root = next(value for key, value in root.value if key.value == "schedules")
+        data = data["schedules"] or []
+        if not isinstance(data, list):
+            raise _FileProblem(root.start_mark.line + 1, "'schedules' must be a list")
+    if isinstance(data, dict):
+        return [_yaml_entry(data, root)]
+    if isinstance(data, list) and isinstance(root, yaml.SequenceNode):
+        return [_yaml_entry(item, node) for item, node in zip(data, root.value, strict=True)]
+    raise _FileProblem(1, "expected a 'schedules:' list or one schedule mapping")
+
+
+def _yaml_entry(data: Any, node: yaml.Node) -> _Raw:
+    raw = _Raw(data, node.start_mark.line + 1, _key_lines(node))
+    duplicate = _duplicate_key(node)
+    if duplicate is not None:
+        key, first, again = duplicate
+        raw.problem = (key, f"key {key!r} given twice (lines {first} and {again})")
+    return raw
+
+
+def _key_lines(node: yaml.Node) -> dict[str, int]:
+    lines: dict[str, int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for key, _ in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                lines.setdefault(str(key.value), key.start_mark.line + 1)
+    return lines
+
+
+def _duplicate_key(node: yaml.Node) -> tuple[str, int, int] | None:
+    """PyYAML silently keeps the last of two equal keys; we refuse them."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, yaml.SequenceNode):
+            stack.extend(current.value)
+        elif isinstance(current, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for key, value in current.value:
+                if isinstance(key, yaml.ScalarNode) and key.value != "<<":
+                    line = key.start_mark.line + 1
+                    if key.value in seen:
+                        return str(key.value), seen[key.value], line
+                    seen[key.value] = line
+                stack.append(value)
+    return None
+
+
+def _node_count_exceeds(root: yaml.Node, limit: int) -> bool:
+    """True for alias bombs: a shared node is counted each time it is referenced."""
+    stack, count = [root], 0
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > limit:
+            return True
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack.extend((key, value))
+    return False
+
+
+# --- loading ----------------------------------------------------------------------
+
+
+def _read(path: Path) -> list[_Raw]:
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise _FileProblem(None, f"file is larger than {MAX_FILE_BYTES // 2**20} MiB")
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _FileProblem(None, f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    except OSError as exc:
+        raise _FileProblem(None, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        return _read_toml(text) if path.suffix.lower() == ".toml" else _read_yaml(text)
+    except RecursionError:
+        raise _FileProblem(None, "nested too deeply") from None
+
+
+def _load_entry(raw: _Raw, label: str) -> Schedule | list[ScheduleError]:
+    data = raw.data
+    name = data.get("name") if isinstance(data, dict) else None
+    name = name if isinstance(name, str) else None
+
+    def error(field: str | None, message: str) -> ScheduleError:
+        line = raw.field_lines.get(field, raw.line) if field else raw.line
+        return ScheduleError(label, line, name, field, message)
+
+    if raw.problem is not None:
+        return [error(*raw.problem)]
+    if not isinstance(data, dict):
+        return [error(None, f"a schedule must be a table of fields, got {type(data).__name__}")]
+    try:
+        entry = _Entry.model_validate(data)
+    except ValidationError as exc:
+        return [error(field, message) for field, message in _validation_problems(exc)]
+    try:
+        return _build(entry, label if raw.line is None else f"{label}:{raw.line}")
+    except _Invalid as exc:
+        return [error(exc.field, exc.message)]
+
+
+def _files_under(folder: Path) -> list[Path]:
+    """Schedule files below `folder`, sorted; hidden files and folders are skipped."""
+    found: list[Path] = []
+    for parent, folders, names in os.walk(folder):
+        folders[:] = [d for d in folders if not d.startswith(".")]
+        found.extend(
+            Path(parent, n) for n in names if not n.startswith(".") and n.lower().endswith(SUFFIXES)
+        )
+    return sorted(found, key=lambda p: p.relative_to(folder).parts)
+
+
+def load_path(path: str | Path) -> LoadResult:
+    """Load every schedule from a file, or from a folder recursively.
+
+    Schedule names are global: a name seen before (in this or an earlier file, in
+    sorted order) is an error on the later definition. Never raises for content.
+    """
+    root = Path(path)
+    if root.is_dir():
+        files = _files_under(root)
+    elif root.is_file() and root.suffix.lower() in SUFFIXES:
+        files = [root]
+    else:
+        problem = (
+            "unsupported file type (use .toml, .yaml or .yml)"
+            if root.is_file()
+            else ("no such file or folder")
+        )
+        return LoadResult((), (ScheduleError(str(path), None, None, None, problem),))
+    schedules: list[Schedule] = []
+    errors: list[ScheduleError] = []
+    seen: dict[str, str] = {}
+    for file in files:
+        label = str(file)
+        try:
+            entries = _read(file)
+        except _FileProblem as exc:
+            errors.append(ScheduleError(label, exc.line, None, None, exc.message))
+            continue
+        for raw in entries:
+            loaded = _load_entry(raw, label)
+            if isinstance(loaded, list):
+                errors.extend(loaded)
+            elif loaded.name in seen:
+                first = seen[loaded.name]
+                message = f"duplicate schedule name; first defined at {first}"
+                line = raw.field_lines.get("name", raw.line)
+                errors.append(ScheduleError(label, line, loaded.name, "name", message))
+            else:
+                seen[loaded.name] = loaded.source
+                schedules.append(loaded)
+    return LoadResult(tuple(schedules), tuple(errors))

@@ -1,0 +1,136 @@
+"""Real processes for acceptance tests: celery workers, beat and the CLI.
+
+Waiting here polls the database for a condition with a deadline; nothing sleeps
+to let time pass.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from sqlalchemy import Engine
+
+from memory.engine import open_engine
+from workers import runs
+from workers.cli.supervisor import celery_command
+from workers.runs import Run
+
+T = TypeVar("T")
+
+FAST = {
+    "NIGHTSHIFT_LEASE_SECONDS": "3",
+    "NIGHTSHIFT_REAPER_INTERVAL": "1",
+    "NIGHTSHIFT_BEAT_RELOAD_SECONDS": "1",
+    "NIGHTSHIFT_AGENTS": "gated=tests.acceptance.agents:gated",
+}
+
+
+@dataclass
+class System:
+    root: Path
+    env: dict[str, str]
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def engine(self) -> Engine:
+        if not hasattr(self, "_engine"):
+            self._engine = open_engine(self.env["NIGHTSHIFT_DATABASE_URL"])
+        return self._engine
+
+    def cli(
+        self, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "workers.cli", *args],
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.root,
+        )
+
+    def start(self, role: str, name: str | None = None) -> subprocess.Popen[bytes]:
+        name = name or role
+        with open(self.root / f"{name}.log", "ab") as log:  # the child keeps its own copy
+            proc = subprocess.Popen(
+                celery_command(role, concurrency=2),
+                env=self.env,
+                cwd=self.root,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.procs[name] = proc
+        return proc
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        proc = self.procs.pop(name)
+        with _suppress_lookup():
+            os.killpg(proc.pid, sig)
+        proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        for name in list(self.procs):
+            proc = self.procs[name]
+            with _suppress_lookup():
+                os.killpg(proc.pid, signal.SIGTERM)
+        for name in list(self.procs):
+            proc = self.procs.pop(name)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+    def runs(self) -> list[Run]:
+        with self.engine.connect() as conn:
+            return runs.recent(conn, limit=1000)
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}"
+            for p in sorted(self.root.glob("*.log"))
+        )
+
+    def wait_for(self, what: str, probe: Callable[[], T | None], timeout: float = 60) -> T:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = probe()
+            if value:
+                return value
+            for name, proc in self.procs.items():
+                if proc.poll() is not None:
+                    raise AssertionError(
+                        f"{name} exited ({proc.returncode}) while waiting for {what}\n{self.logs()}"
+                    )
+            time.sleep(0.1)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{self.logs()}")
+
+
+@contextmanager
+def _suppress_lookup() -> Iterator[None]:
+    with suppress(ProcessLookupError):
+        yield
+
+
+def base_env(root: Path, database_url: str, broker_url: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NIGHTSHIFT_")}
+    env.update(FAST)
+    env["NIGHTSHIFT_DATA_DIR"] = str(root / "data")
+    env["NIGHTSHIFT_DATABASE_URL"] = database_url
+    env["NIGHTSHIFT_TEST_CONTROL"] = str(root / "control")
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    if broker_url:
+        env["NIGHTSHIFT_BROKER_URL"] = broker_url
+        env["NIGHTSHIFT_RESULT_BACKEND"] = broker_url
+    (root / "control").mkdir(exist_ok=True)
+    return env

@@ -1,0 +1,127 @@
+"""The whole loop with real processes: beat → run worker → memory writer → next run."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.acceptance.harness import System
+from workers.runs import Run, RunStatus
+from workers.sandbox import leftovers
+
+pytestmark = pytest.mark.acceptance
+
+HEARTBEAT = """
+[[schedule]]
+name = "watch"
+agent = "feed-watcher"
+tenant = "acme"
+user = "oncall"
+goal = "triage new incidents"
+heartbeat = "1s"
+"""
+
+
+def receipt_ids(system: System, run: Run) -> set[str]:
+    from memory.store import Store
+
+    receipt = Store(system.engine).receipt(run.write_handle)
+    return {d.memory_id for d in receipt.decisions if d.memory_id} if receipt else set()
+
+
+def test_heartbeat_runs_remember_across_sandboxes(system: System) -> None:
+    (system.root / "watch.toml").write_text(HEARTBEAT)
+    applied = system.cli("schedules", "apply", str(system.root / "watch.toml"))
+    assert applied.returncode == 0, applied.stderr
+    for role in ("worker", "writer", "beat"):
+        system.start(role)
+
+    def continuity() -> tuple[Run, Run] | None:
+        done = sorted(
+            (r for r in system.runs() if r.status is RunStatus.SUCCEEDED), key=lambda r: r.fire_time
+        )  # type: ignore[arg-type, return-value]
+        for earlier, later in zip(done, done[1:], strict=False):
+            written = receipt_ids(system, earlier)
+            if written and written <= set(later.loaded_ids):
+                return earlier, later
+        return None
+
+    first, second = system.wait_for(
+        "a run that loaded what the previous one wrote", continuity, timeout=90
+    )
+    system.stop()
+
+    assert len(first.loaded_ids) < len(second.loaded_ids)
+    all_runs = [r for r in system.runs() if r.schedule == "watch"]
+    assert len(all_runs) >= 2
+    assert len({r.key for r in all_runs}) == len({r.fire_time for r in all_runs}) == len(all_runs)
+    assert all(re.fullmatch(r"watch@\d{4}-\d\d-\d\dT[\d:.]+Z", r.key) for r in all_runs)
+    assert leftovers(Path(system.env["NIGHTSHIFT_DATA_DIR"]) / "sandboxes") == []
+
+
+def test_killed_worker_run_is_delivered_again_and_stored_once(system: System) -> None:
+    control = Path(system.env["NIGHTSHIFT_TEST_CONTROL"])
+    system.start("beat")  # drives the reaper
+    system.start("writer")
+    system.start("worker", "worker-1")
+    result = system.cli(
+        "trigger", "gated", "--tenant", "acme", "--user", "ana", "--event-id", "evt-1", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    system.wait_for("the first attempt to start", lambda: list(control.glob("started-*")))
+    system.kill("worker-1")
+
+    (control / "open").write_text("go")
+    system.start("worker", "worker-2")
+    run = system.wait_for(
+        "the run to finish on the second worker",
+        lambda: next((r for r in system.runs() if r.status is RunStatus.SUCCEEDED), None),
+        timeout=90,
+    )
+    assert run.attempts == 2
+    system.wait_for("the write receipt", lambda: receipt_ids(system, run))
+
+    from memory.records import Scope
+    from memory.store import Store
+
+    stored = [
+        m for m in Store(system.engine).show(Scope("acme", "ana", "gated")) if m.run_id == run.key
+    ]
+    assert sorted(m.content for m in stored) == [
+        "checked the payments queue",
+        "payments queue depth 12",
+    ]
+    again = system.cli(
+        "trigger", "gated", "--tenant", "acme", "--user", "ana", "--event-id", "evt-1"
+    )
+    assert "already enqueued" in again.stdout
+    assert len(system.runs()) == 1
+
+
+@pytest.mark.parametrize("system", ["embedded"], indirect=True)
+def test_nightshift_up_shows_continuity_on_a_fresh_data_dir(system: System) -> None:
+    env = {
+        k: v
+        for k, v in system.env.items()
+        if k not in ("NIGHTSHIFT_DATABASE_URL", "NIGHTSHIFT_AGENTS")
+    }
+    env["NIGHTSHIFT_DATA_DIR"] = str(system.root / "fresh")
+    up = subprocess.run(
+        [sys.executable, "-m", "workers.cli", "up", "--runs", "2"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=system.root,
+    )
+    assert up.returncode == 0, up.stdout + up.stderr
+    out = up.stdout
+    assert "run 1 · demo-feed@" in out and "run 2 · demo-feed@" in out, out
+    first, second = out.split("run 2 · ")
+    assert "loaded 0 memories" in first and "3 stored" in first, out
+    assert "loaded 3 memories" in second and "skipped 3 already handled" in second, out
+    assert "STILL EXISTS" not in out and out.count("is gone") == 2, out

@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memory.loading import bound, rank
+from memory.records import (
+    ANY,
+    Candidate,
+    Kind,
+    Layer,
+    Memory,
+    Provenance,
+    Scope,
+    Source,
+    Status,
+    content_hash,
+)
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("scope", "layers"),
+    [
+        (Scope("t", "u", "a"), ["t/u/a", "t/u/*", "t/*/a", "t/*/*"]),
+        (Scope("t", "u"), ["t/u/*", "t/*/*"]),
+        (Scope("t", agent="a"), ["t/*/a", "t/*/*"]),
+        (Scope("t"), ["t/*/*"]),
+    ],
+)
+def test_a_scope_reads_itself_and_the_layers_above(scope: Scope, layers: list[str]) -> None:
+    assert [str(s) for s in scope.readable()] == layers
+
+
+names = (
+    st.sampled_from(["t1", "t2"]),
+    st.sampled_from([ANY, "u1", "u2"]),
+    st.sampled_from([ANY, "a1", "a2"]),
+)
+
+
+@given(st.builds(Scope, *names), st.builds(Scope, *names))
+def test_readable_never_goes_sideways_or_down(reader: Scope, owner: Scope) -> None:
+    if owner in reader.readable():
+        assert owner.tenant == reader.tenant
+        assert owner.user in (ANY, reader.user)
+        assert owner.agent in (ANY, reader.agent)
+
+
+def test_scope_parse_round_trips_and_rejects_garbage() -> None:
+    assert Scope.parse("acme/*/triage") == Scope("acme", ANY, "triage")
+    assert Scope.parse(str(Scope("acme", "ana", "x"))) == Scope("acme", "ana", "x")
+    with pytest.raises(ValueError, match="tenant/user/agent"):
+        Scope.parse("acme/ana")
+    assert Scope("t", "u", "a").layer is Layer.PRIVATE
+
+
+def test_candidate_json_round_trip_and_default_idempotency_key() -> None:
+    c = Candidate(
+        scope=Scope("t", "u", "a"),
+        kind=Kind.FACT,
+        content="Disk  FULL",
+        key="",
+        valid_to=NOW,
+        provenance=Provenance(source=Source.OBSERVED, task_id="task-1", reference="x#1"),
+    )
+    assert Candidate.from_json(c.to_json()) == c
+    assert c.effective_idempotency_key() == f"task-1:{content_hash('disk full')}"
+    assert c.replace(key="disk").effective_idempotency_key() == "task-1:disk"
+
+
+def memory(
+    content: str, *, confidence: float = 0.8, age_days: float = 0, score: float = 1.0
+) -> Memory:
+    at = NOW - timedelta(days=age_days)
+    return Memory(
+        id=content,
+        scope=Scope("t"),
+        kind=Kind.FACT,
+        content=content,
+        key="",
+        status=Status.ACTIVE,
+        source=Source.OBSERVED,
+        confidence=confidence,
+        reference="",
+        run_id="",
+        task_id="",
+        agent="",
+        subagent="",
+        schedule="",
+        subject="",
+        idempotency_key=content,
+        version=1,
+        score=score,
+        created_at=at,
+        valid_from=at,
+        valid_to=None,
+        superseded_at=None,
+        supersedes_id=None,
+        superseded_by_id=None,
+        last_reinforced_at=at,
+        last_used_at=None,
+    )
+
+
+def test_rank_puts_relevance_first_then_trust_and_recency() -> None:
+    relevant, trusted, fresh = memory("relevant"), memory("trusted", confidence=1.0), memory("x")
+    stale = memory("stale", age_days=90)
+    assert rank([(trusted, 0.0), (relevant, 2.0)], NOW)[0] is relevant
+    assert rank([(memory("low", confidence=0.5), 0.0), (trusted, 0.0)], NOW)[0] is trusted
+    assert rank([(stale, 0.0), (fresh, 0.0)], NOW)[0] is fresh
+
+
+def test_bound_keeps_whole_memories_within_both_limits() -> None:
+    items = [memory("a" * 40), memory("b" * 40), memory("c" * 10)]
+    assert [m.content[0] for m in bound(items, limit=10, max_chars=85)] == ["a", "b"]
+    assert [m.content[0] for m in bound(items, limit=1, max_chars=1000)] == ["a"]

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from workers.settings import Settings, SettingsError
+
+
+def test_nothing_set_means_everything_embedded_under_the_data_dir(tmp_path: Path) -> None:
+    s = Settings.from_env({}, data_dir=tmp_path)
+    assert s.database_url == f"sqlite:///{tmp_path / 'nightshift.db'}"
+    assert s.broker_url == "filesystem://" and s.embedded_broker
+    assert s.result_backend == f"file://{tmp_path / 'results'}"
+    assert s.sandbox_root == str(tmp_path / "sandboxes")
+
+
+def test_environment_is_read_once_and_flags_win(tmp_path: Path) -> None:
+    env = {
+        "NIGHTSHIFT_DATABASE_URL": "postgresql://x@db/ns",
+        "NIGHTSHIFT_BROKER_URL": "redis://cache:6379/0",
+        "NIGHTSHIFT_LEASE_SECONDS": "5",
+        "NIGHTSHIFT_AGENTS": "mine=pkg.mod:fn; other = a.b:c",
+    }
+    s = Settings.from_env(env, data_dir=tmp_path, broker_url="amqp://guest@rabbit//")
+    assert s.database_url == "postgresql://x@db/ns"
+    assert s.broker_url == "amqp://guest@rabbit//" and not s.embedded_broker
+    assert s.lease_seconds == 5
+    assert s.agents == {"mine": "pkg.mod:fn", "other": "a.b:c"}
+    assert Settings.from_env(s.to_env()) == s
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("NIGHTSHIFT_LEASE_SECONDS", "soon", "NIGHTSHIFT_LEASE_SECONDS='soon'"),
+        ("NIGHTSHIFT_LEASE_SECONDS", "0", "must be positive"),
+        ("NIGHTSHIFT_AGENTS", "broken", "not name=module:callable"),
+    ],
+)
+def test_bad_values_name_the_variable(name: str, value: str, message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        Settings.from_env({name: value})
