@@ -25,18 +25,26 @@ def alembic_config(url: str) -> Config:
     return config
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Bring the database to `revision` (idempotent; safe to run on every start)."""
+def upgrade(engine: Engine, revision: str = "heads") -> None:
+    """Bring the database to `revision` (idempotent; safe to run on every start).
+
+    Each package adds its own migrations on a branch from the shared base, so
+    "heads" (all of them) is the default target.
+    """
     config = alembic_config(engine.url.render_as_string(hide_password=False))
     with engine.begin() as conn:
         config.attributes["connection"] = conn
         command.upgrade(config, revision)
 
 
-def current_revision(engine: Engine) -> str | None:
+def current_revisions(engine: Engine) -> frozenset[str]:
     with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+        return frozenset(MigrationContext.configure(conn).get_current_heads())
 
 
-def head_revision() -> str | None:
-    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+def head_revisions() -> frozenset[str]:
+    return frozenset(ScriptDirectory.from_config(alembic_config("sqlite://")).get_heads())
+
+
+def is_current(engine: Engine) -> bool:
+    return current_revisions(engine) == head_revisions()

@@ -96,10 +96,10 @@ def connect(obj: Context) -> Runtime:
             conn.exec_driver_sql("SELECT 1")
         if rt.engine.dialect.name == "sqlite":
             schema.upgrade(rt.engine)
-        elif schema.current_revision(rt.engine) != schema.head_revision():
+        elif not schema.is_current(rt.engine):
             raise Unavailable(
                 f"the database at {safe_url(settings.database_url)} is not migrated to "
-                f"{schema.head_revision()}: run `nightshift db upgrade`"
+                f"{', '.join(sorted(schema.head_revisions()))}: run `nightshift db upgrade`"
             )
     except exc.OperationalError as error:
         raise Unavailable(

@@ -30,7 +30,7 @@ def db_upgrade(obj: Context) -> None:
 
     rt = Runtime(obj.settings)
     schema.upgrade(rt.engine)
-    click.echo(f"database at revision {schema.current_revision(rt.engine)}")
+    click.echo(f"database at revision {', '.join(sorted(schema.current_revisions(rt.engine)))}")
 
 
 @main_group.command(context_settings={"ignore_unknown_options": True})
