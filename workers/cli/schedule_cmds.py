@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import click
-from schedules.files import LoadResult, ScheduleError, load_path
 
 from schedules import catalog, timing
 from schedules.catalog import Action
+from schedules.files import LoadResult, ScheduleError, load_path
 from workers.agents import known_agents
 from workers.cli.base import (
     EXIT_INVALID_INPUT,

@@ -1,0 +1,127 @@
+"""The CLI as a user meets it: bad input gets a clear error, a non-zero exit, and
+loses nothing already stored."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.acceptance
+
+GOOD = """
+[[schedule]]
+name = "nightly"
+agent = "feed-watcher"
+tenant = "acme"
+cron = "0 3 * * *"
+timezone = "Europe/Berlin"
+"""
+
+BAD_CRON = """
+[[schedule]]
+name = "digest"
+agent = "feed-watcher"
+tenant = "acme"
+cron = "61 * * * *"
+
+[[schedule]]
+name = "pulse"
+agent = "feed-watcher"
+tenant = "acme"
+heartbeat = "30s"
+"""
+
+UNKNOWN_AGENT = """
+[[schedule]]
+name = "ghostly"
+agent = "ghost"
+tenant = "acme"
+heartbeat = "1m"
+"""
+
+
+def nightshift(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("NIGHTSHIFT_")}
+    base["NIGHTSHIFT_DATA_DIR"] = str(tmp_path / "data")
+    return subprocess.run(
+        [sys.executable, "-m", "workers.cli", *args],
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=stdin,
+        cwd=tmp_path,
+    )
+
+
+def applied_names(tmp_path: Path) -> list[str]:
+    listed = nightshift(tmp_path, "schedules", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    return sorted(s["name"] for s in json.loads(listed.stdout))
+
+
+def test_bad_cron_names_file_schedule_and_field_and_deletes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "good.toml").write_text(GOOD)
+    assert nightshift(tmp_path, "schedules", "apply", "good.toml").returncode == 0
+    (tmp_path / "good.toml").unlink()
+    (tmp_path / "bad.toml").write_text(BAD_CRON)
+
+    result = nightshift(tmp_path, "schedules", "apply", "bad.toml")
+
+    assert result.returncode == 3
+    assert "bad.toml:" in result.stderr and "'digest'" in result.stderr
+    assert "cron" in result.stderr and "nothing was deleted" in result.stderr
+    assert applied_names(tmp_path) == ["nightly", "pulse"]  # the good one applied, none lost
+
+
+def test_unknown_agent_in_a_schedule_is_refused_with_its_place(tmp_path: Path) -> None:
+    (tmp_path / "s.toml").write_text(UNKNOWN_AGENT)
+    result = nightshift(tmp_path, "schedules", "apply", "s.toml")
+    assert result.returncode == 3
+    assert "s.toml:2" in result.stderr and "'ghostly'" in result.stderr
+    assert "field 'agent'" in result.stderr and "unknown agent 'ghost'" in result.stderr
+    assert applied_names(tmp_path) == []
+
+
+def test_unreachable_database_is_named_without_its_password(tmp_path: Path) -> None:
+    url = "postgresql://nightshift:hunter2-secret@127.0.0.1:1/nightshift"
+    result = nightshift(tmp_path, "runs", env={"NIGHTSHIFT_DATABASE_URL": url})
+    assert result.returncode == 4
+    assert "cannot reach the database at postgresql://nightshift:***@127.0.0.1:1/nightshift" in (
+        result.stderr
+    )
+    assert "hunter2" not in result.stderr + result.stdout
+
+
+def test_trigger_for_an_unknown_agent_fails_and_enqueues_nothing(tmp_path: Path) -> None:
+    result = nightshift(tmp_path, "trigger", "ghost", "--tenant", "acme")
+    assert result.returncode == 3
+    assert "unknown agent 'ghost'" in result.stderr and "feed-watcher" in result.stderr
+    assert json.loads(nightshift(tmp_path, "runs", "--json").stdout) == []
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ("x" * 70_000, "larger than 65536 bytes"),
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+    ],
+)
+def test_bad_payloads_are_refused(tmp_path: Path, payload: str, message: str) -> None:
+    result = nightshift(
+        tmp_path, "trigger", "feed-watcher", "--tenant", "acme", "--payload", "-", stdin=payload
+    )
+    assert result.returncode == 3 and message in result.stderr
+
+
+def test_bad_setting_names_the_variable(tmp_path: Path) -> None:
+    result = nightshift(tmp_path, "runs", env={"NIGHTSHIFT_LEASE_SECONDS": "soon"})
+    assert result.returncode == 3 and "NIGHTSHIFT_LEASE_SECONDS='soon'" in result.stderr
