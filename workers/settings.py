@@ -41,6 +41,9 @@ class Settings:
     max_payload_bytes: int = 65536
     beat_reload_seconds: float = 2.0
     flower_port: int = 5555
+    flower_basic_auth: str = ""  # user:password; empty: generated on first start
+    flower_max_tasks: int = 10000
+    metrics_port: int = 9808
 
     def __post_init__(self) -> None:
         data = self.data_dir.resolve()

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import sys
 
-from workers.cli import memory_cmds, runs_cmds, schedule_cmds, system_cmds  # noqa: F401  (register)
+# Importing a command module registers its commands on main_group.
+from workers.cli import (
+    memory_cmds,  # noqa: F401
+    ops_cmds,  # noqa: F401
+    runs_cmds,  # noqa: F401
+    schedule_cmds,  # noqa: F401
+    system_cmds,  # noqa: F401
+)
 from workers.cli.base import main_group
 
 

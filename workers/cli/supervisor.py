@@ -11,12 +11,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workers import flower
 from workers.settings import Settings
 
 STOP_GRACE_SECONDS = 15.0
 
 
-def celery_command(role: str, concurrency: int = 2, port: int = 5555) -> list[str]:
+def flower_command(settings: Settings, address: str = "127.0.0.1") -> list[str]:
+    """Flower through workers.flower, which also puts /metrics behind its auth."""
+    return [sys.executable, "-m", "workers.flower", *flower.command_line(settings, address)]
+
+
+def celery_command(role: str, concurrency: int = 2) -> list[str]:
     """The celery command line for a role; the same the README and compose file use."""
     base = [sys.executable, "-m", "celery", "-A", "workers.app"]
     if role == "worker":
@@ -47,8 +53,6 @@ def celery_command(role: str, concurrency: int = 2, port: int = 5555) -> list[st
         ]
     if role == "beat":
         return base + ["beat", "--loglevel", "INFO"]
-    if role == "flower":
-        return base + ["flower", f"--port={port}", "--address=127.0.0.1"]
     raise ValueError(f"unknown role {role!r}")
 
 

@@ -10,8 +10,9 @@ import click
 
 from workers import schema
 from workers.cli.base import Context, connect, main_group, pass_context
-from workers.cli.supervisor import Supervisor, celery_command
+from workers.cli.supervisor import Supervisor, celery_command, flower_command
 from workers.cli.watch import watch_runs
+from workers.flower import CREDENTIALS_FILE, credentials
 from workers.settings import Settings
 
 DEMO_SCHEDULES = Path(__file__).resolve().parent.parent / "demo" / "schedules.toml"
@@ -67,11 +68,34 @@ def beat(obj: Context, celery_args: tuple[str, ...]) -> None:
 
 
 @main_group.command(context_settings={"ignore_unknown_options": True})
+@click.option(
+    "--address",
+    default="127.0.0.1",
+    show_default=True,
+    envvar="NIGHTSHIFT_FLOWER_ADDRESS",
+    show_envvar=True,
+    help="Interface to listen on.",
+)
 @click.argument("flower_args", nargs=-1, type=click.UNPROCESSED)
 @pass_context
-def flower(obj: Context, flower_args: tuple[str, ...]) -> None:
-    """Flower, the Celery monitor, on NIGHTSHIFT_FLOWER_PORT."""
-    _exec(obj.settings, celery_command("flower", port=obj.settings.flower_port) + list(flower_args))
+def flower(obj: Context, address: str, flower_args: tuple[str, ...]) -> None:
+    """Flower, the Celery monitor, with basic auth (NIGHTSHIFT_FLOWER_BASIC_AUTH)."""
+    _announce_flower(obj.settings)
+    _exec(obj.settings, flower_command(obj.settings, address) + list(flower_args))
+
+
+def _announce_flower(settings: Settings) -> None:
+    value, generated = credentials(settings)
+    user = value.partition(":")[0]
+    where = (
+        f"password in {settings.data_dir / CREDENTIALS_FILE}"
+        if not settings.flower_basic_auth
+        else "password from NIGHTSHIFT_FLOWER_BASIC_AUTH"
+    )
+    click.echo(
+        f"flower: http://127.0.0.1:{settings.flower_port} · user {user!r}, {where}"
+        + (" (generated now)" if generated else "")
+    )
 
 
 @main_group.command()
@@ -123,8 +147,8 @@ def up(
     supervisor.start("writer", celery_command("writer"))
     supervisor.start("beat", celery_command("beat"))
     if with_flower:
-        supervisor.start("flower", celery_command("flower", port=settings.flower_port))
-        click.echo(f"flower: http://127.0.0.1:{settings.flower_port}")
+        _announce_flower(settings)
+        supervisor.start("flower", flower_command(settings))
     click.echo(f"logs in {supervisor.log_dir}; Ctrl-C to stop\n")
     code = 0
     try:

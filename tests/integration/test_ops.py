@@ -1,0 +1,79 @@
+"""Health report and metrics against a real database and the embedded broker."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from workers import health, runs, schema
+from workers.app import create_app
+from workers.lifecycle import execute
+from workers.metrics import NightshiftCollector
+from workers.runs import RunRequest
+from workers.runtime import Runtime
+from workers.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def rt(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
+    runtime = Runtime(Settings(data_dir=tmp_path, database_url=database_url))
+    schema.upgrade(runtime.engine)
+    yield runtime
+    runtime.engine.dispose()
+
+
+def finished_demo_run(rt: Runtime, key: str) -> None:
+    with rt.engine.begin() as conn:
+        runs.create(
+            conn,
+            [
+                RunRequest(
+                    key=key,
+                    agent="feed-watcher",
+                    tenant="t",
+                    user="u",
+                    trigger_kind="heartbeat",
+                    fire_time=datetime.now(UTC) - timedelta(seconds=2),
+                )
+            ],
+            datetime.now(UTC),
+        )
+    execute(rt, key, submit=lambda *a: None, clock=lambda: datetime.now(UTC))
+
+
+def test_report_names_what_is_down_and_is_unhealthy_without_consumers(rt: Runtime) -> None:
+    app = create_app(rt.settings)
+    report = health.report(rt, app, datetime.now(UTC))
+    by_name = {c.name: c for c in report.checks}
+    assert by_name["database"].ok and by_name["broker"].ok
+    assert by_name["broker"].value == {"runs": 0, "memory.write": 0, "maintenance": 0}
+    assert not by_name["memory writer"].ok and not report.healthy
+
+
+def test_pending_write_ages_until_the_writer_applies_it(rt: Runtime) -> None:
+    finished_demo_run(rt, "demo@1")
+    later = datetime.now(UTC) + timedelta(minutes=10)
+    lag = health.oldest_pending_write(rt, later)
+    assert lag is not None and 590 < lag < 610
+    report = health.report(rt, create_app(rt.settings), later, max_write_lag=300)
+    assert not {c.name: c for c in report.checks}["pending writes"].ok
+
+
+def test_metrics_move_after_a_run(rt: Runtime) -> None:
+    registry = CollectorRegistry()
+    registry.register(NightshiftCollector(rt, create_app(rt.settings)))
+    assert b"nightshift_runs_total{" not in generate_latest(registry)
+    finished_demo_run(rt, "demo@1")
+    text = generate_latest(registry).decode()
+    assert 'nightshift_runs_total{agent="feed-watcher",status="succeeded"} 1.0' in text
+    assert 'nightshift_run_duration_seconds{agent="feed-watcher",quantile="0.5"}' in text
+    assert "nightshift_writer_lag_seconds" in text
+    assert 'nightshift_queue_depth{queue="runs"} 0.0' in text
+    lag = next(line for line in text.splitlines() if line.startswith("nightshift_beat_lag"))
+    assert 1.5 < float(lag.split()[1]) < 60

@@ -1,0 +1,144 @@
+"""What `nightshift status` and the metrics exporter look at: the live state of a deployment.
+
+Every probe is bounded in time and reports failure as data, so one dead service
+shows up as one failed line instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from celery import Celery
+from kombu.exceptions import ChannelError
+from sqlalchemy import func, select
+
+from memory.engine import safe_url
+from memory.records import Status
+from memory.tables import memories, receipts
+from workers import schema
+from workers.app import MAINTENANCE_QUEUE, RUNS_QUEUE, WRITE_QUEUE
+from workers.runtime import Runtime
+from workers.tables import runs
+
+QUEUES = (RUNS_QUEUE, WRITE_QUEUE, MAINTENANCE_QUEUE)
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    value: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    checks: tuple[Check, ...]
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def healthy(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "healthy": self.healthy,
+            "checks": [
+                {"name": c.name, "ok": c.ok, "detail": c.detail, "value": c.value}
+                for c in self.checks
+            ],
+            **self.facts,
+        }
+
+
+def probe(name: str, fn: Callable[[], Check]) -> Check:
+    try:
+        return fn()
+    except Exception as error:  # a probe reports failure, it never raises
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return Check(name, False, f"{type(error).__name__}: {first}")
+
+
+def database(rt: Runtime) -> Check:
+    started = time.monotonic()
+    with rt.engine.connect() as conn:
+        conn.exec_driver_sql("SELECT 1")
+    took = (time.monotonic() - started) * 1000
+    current = schema.is_current(rt.engine)
+    detail = f"{safe_url(rt.settings.database_url)} answered in {took:.0f} ms"
+    return Check("database", current, detail + ("" if current else "; run `nightshift db upgrade`"))
+
+
+def queue_depths(app: Celery) -> dict[str, int]:
+    depths: dict[str, int] = {}
+    with app.connection_for_read() as conn:
+        conn.ensure_connection(max_retries=1, timeout=3)
+        channel = conn.default_channel
+        for queue in QUEUES:
+            try:
+                depths[queue] = channel.queue_declare(queue, passive=True).message_count
+            except ChannelError:
+                depths[queue] = 0  # never declared: nothing was ever sent to it
+    return depths
+
+
+def broker(app: Celery) -> Check:
+    depths = queue_depths(app)
+    shown = ", ".join(f"{q} {n}" for q, n in depths.items())
+    return Check("broker", True, f"{app.conf.broker_url.split('://')[0]}: {shown}", depths)
+
+
+def consumers(app: Celery, timeout: float = 2.0) -> tuple[Check, Check]:
+    replies = app.control.ping(timeout=timeout) or []
+    names = [name for reply in replies for name in reply]
+    run_workers = [n for n in names if n.startswith("runs@")]
+    writers = [n for n in names if n.startswith("writer@")]
+    return (
+        Check("run workers", bool(run_workers), f"{len(run_workers)} answering", run_workers),
+        Check("memory writer", bool(writers), f"{len(writers)} answering", writers),
+    )
+
+
+def oldest_pending_write(rt: Runtime, now: datetime) -> float | None:
+    """Seconds since the oldest run whose candidates the writer has not applied yet."""
+    query = (
+        select(func.min(runs.c.finished_at))
+        .select_from(runs.outerjoin(receipts, receipts.c.handle == runs.c.write_handle))
+        .where(runs.c.write_handle != "", receipts.c.handle.is_(None))
+    )
+    with rt.engine.connect() as conn:
+        oldest = conn.execute(query).scalar()
+    if oldest is None:
+        return None
+    return max((now - oldest).total_seconds(), 0.0)
+
+
+def review_queue_depth(rt: Runtime) -> int:
+    query = select(func.count()).where(memories.c.status == Status.PENDING_REVIEW.value)
+    with rt.engine.connect() as conn:
+        return int(conn.execute(query).scalar_one())
+
+
+def report(rt: Runtime, app: Celery, now: datetime, *, max_write_lag: float = 300.0) -> Report:
+    checks = [probe("database", lambda: database(rt)), probe("broker", lambda: broker(app))]
+    try:
+        checks += consumers(app)
+    except Exception as error:
+        checks.append(Check("workers", False, f"{type(error).__name__}: {error}"))
+    db_ok = checks[0].ok
+    if db_ok:
+        lag = oldest_pending_write(rt, now)
+        checks.append(
+            Check(
+                "pending writes",
+                lag is None or lag <= max_write_lag,
+                "none" if lag is None else f"oldest waiting {lag:.0f}s",
+                lag,
+            )
+        )
+    facts = {"review_queue": review_queue_depth(rt)} if db_ok else {}
+    return Report(tuple(checks), facts)
