@@ -20,10 +20,7 @@ def insert_ignoring_conflicts(
     if not rows:
         return []
     module: Any = postgresql if conn.dialect.name == "postgresql" else sqlite
-    statement = (
-        module.insert(table)
-        .values(list(rows))
-        .on_conflict_do_nothing()
-        .returning(table.c[returning])
-    )
-    return list(conn.execute(statement).scalars())
+    statement = module.insert(table).on_conflict_do_nothing().returning(table.c[returning])
+    # executemany: SQLAlchemy batches it ("insertmanyvalues") and keeps RETURNING; a
+    # single multi-VALUES statement would be re-compiled for every batch size.
+    return list(conn.execute(statement, list(rows)).scalars())

@@ -79,12 +79,22 @@ def _configure_sqlite(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def _driver_level(error: BaseException) -> bool:
+    """A DB-API error raised outside SQLAlchemy's wrapping (e.g. while the pool resets a
+    connection the server already closed)."""
+    kind = type(error)
+    return kind.__name__ in ("OperationalError", "InterfaceError") and kind.__module__.split(".")[
+        0
+    ] in ("psycopg2", "sqlite3")
+
+
 def is_transient(error: BaseException) -> bool:
     """A database error worth retrying: a dropped connection, a lock or a serialization failure."""
     if isinstance(error, exc.DBAPIError) and error.connection_invalidated:
         return True
-    if isinstance(error, exc.OperationalError):
-        text = str(error.orig).lower() if error.orig is not None else str(error).lower()
+    if isinstance(error, exc.OperationalError | exc.InterfaceError) or _driver_level(error):
+        cause = error.orig if isinstance(error, exc.DBAPIError) else error
+        text = str(cause if cause is not None else error).lower()
         return any(
             word in text
             for word in (

@@ -1,6 +1,7 @@
 """Full-text search, the one place where PostgreSQL and SQLite differ.
 
-PostgreSQL: a GIN index on `to_tsvector('english', content)` and `ts_rank`.
+PostgreSQL: a stored `search_vector` (to_tsvector of the content, kept by a trigger),
+a GIN index on it, and `ts_rank` over it.
 SQLite: an FTS5 table kept in step with `ns_memories` by triggers, ranked by bm25.
 
 Goals and triggers are prose, so a query is the OR of its words: a memory that
@@ -19,6 +20,7 @@ from sqlalchemy import (
     Float,
     FromClause,
     String,
+    bindparam,
     column,
     event,
     func,
@@ -84,6 +86,20 @@ POSTGRES_DDL = (
 )
 POSTGRES_DROP = ("DROP INDEX IF EXISTS ix_ns_memories_fts",)
 
+POSTGRES_VECTOR_DDL = (
+    "CREATE OR REPLACE FUNCTION ns_memories_search_vector() RETURNS trigger AS $$ "
+    "BEGIN NEW.search_vector := to_tsvector('english', NEW.content); RETURN NEW; END "
+    "$$ LANGUAGE plpgsql",
+    "DROP TRIGGER IF EXISTS ns_memories_search_vector ON ns_memories",
+    "CREATE TRIGGER ns_memories_search_vector BEFORE INSERT OR UPDATE OF content "
+    "ON ns_memories FOR EACH ROW EXECUTE FUNCTION ns_memories_search_vector()",
+    "UPDATE ns_memories SET search_vector = to_tsvector('english', content) "
+    "WHERE search_vector IS NULL",
+    "DROP INDEX IF EXISTS ix_ns_memories_fts",
+    "CREATE INDEX IF NOT EXISTS ix_ns_memories_fts ON ns_memories USING gin (search_vector)",
+)
+"""Revision 0002_memory: the stored vector, its trigger, and the GIN index moved onto it."""
+
 FULLTEXT_TABLES = frozenset(
     {
         "ns_memories_fts",
@@ -97,6 +113,13 @@ def create(conn: Connection) -> None:
     """Create the dialect's full-text structures (used by create_all and by the migration)."""
     for statement in POSTGRES_DDL if _is_postgres(conn) else SQLITE_DDL:
         conn.exec_driver_sql(statement)
+
+
+def create_stored_vector(conn: Connection) -> None:
+    """PostgreSQL only: fill `search_vector` by trigger and index it (a no-op on SQLite)."""
+    if _is_postgres(conn):
+        for statement in POSTGRES_VECTOR_DDL:
+            conn.exec_driver_sql(statement)
 
 
 def drop(conn: Connection) -> None:
@@ -116,10 +139,42 @@ def with_relevance(query: Select, words: list[str], dialect: str) -> Select:
         return query.add_columns(literal(0.0).label("relevance"))
     if dialect == "postgresql":
         ts_query = func.to_tsquery("english", " | ".join(words))
-        vector = func.to_tsvector("english", memories.c.content)
+        vector = memories.c.search_vector
         rank: ColumnElement[float] = func.ts_rank(vector, ts_query)
         return query.add_columns(rank.label("relevance"))
     fts = _sqlite_matches(" OR ".join(f'"{w}"' for w in words))
+    return query.outerjoin(fts, fts.c.memory_id == memories.c.id).add_columns(
+        func.coalesce(fts.c.rel, 0.0).label("relevance")
+    )
+
+
+def match_text(words: list[str], dialect: str) -> str:
+    """The query-language string for `words` (any of them), for the `match` parameter."""
+    if dialect == "postgresql":
+        return " | ".join(words)
+    return " OR ".join(f'"{w}"' for w in words)
+
+
+def with_relevance_param(query: Select, dialect: str) -> Select:
+    """Like `with_relevance`, with the words left as the bound parameter `match`.
+
+    The statement's shape no longer depends on the words, so it is built once and
+    reused: SQLAlchemy then skips compiling it, which is most of a small query's cost.
+    """
+    match = bindparam("match", type_=String)
+    if dialect == "postgresql":
+        vector = memories.c.search_vector
+        rank: ColumnElement[float] = func.ts_rank(vector, func.to_tsquery("english", match))
+        return query.add_columns(rank.label("relevance"))
+    fts = (
+        text(
+            "SELECT memory_id, -bm25(ns_memories_fts) AS rel FROM ns_memories_fts "
+            "WHERE ns_memories_fts MATCH :match"
+        )
+        .bindparams(match)
+        .columns(column("memory_id", String), column("rel", Float))
+        .subquery("fts")
+    )
     return query.outerjoin(fts, fts.c.memory_id == memories.c.id).add_columns(
         func.coalesce(fts.c.rel, 0.0).label("relevance")
     )
@@ -129,7 +184,7 @@ def matching(query: Select, words: list[str], dialect: str) -> Select:
     """`query` restricted to memories matching any of `words`, with `relevance`."""
     if dialect == "postgresql":
         ts_query = func.to_tsquery("english", " | ".join(words))
-        vector = func.to_tsvector("english", memories.c.content)
+        vector = memories.c.search_vector
         return query.where(vector.op("@@")(ts_query)).add_columns(
             func.ts_rank(vector, ts_query).label("relevance")
         )
@@ -155,5 +210,10 @@ def _is_postgres(conn: Connection) -> bool:
     return conn.dialect.name == "postgresql"
 
 
-event.listen(metadata, "after_create", lambda target, conn, **kw: create(conn))
+def _after_create(target: object, conn: Connection, **kw: object) -> None:
+    create(conn)
+    create_stored_vector(conn)
+
+
+event.listen(metadata, "after_create", _after_create)
 event.listen(metadata, "before_drop", lambda target, conn, **kw: drop(conn))

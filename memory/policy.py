@@ -285,13 +285,26 @@ def _meta_texts(meta: Mapping[str, object]) -> Iterator[str]:
             yield str(value)
 
 
+_FIELD_BREAK = "\n\x00\n"
+"""Joins fields for one scan; no detector matches across a line break and a NUL."""
+
+
 def _secret(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | None:
+    texts = [(name, text) for name, text in _stored_texts(c) if text]
+    # One scan of everything (the common case: nothing found); only a finding
+    # rescans field by field to name where it was.
+    joined = find_secrets(_FIELD_BREAK.join(text for _, text in texts))
+    if not joined:
+        return None
     kinds: dict[str, None] = {}
     fields: dict[str, None] = {}
-    for name, text in _stored_texts(c):
+    for name, text in texts:
         for finding in find_secrets(text):
             kinds[finding.kind] = None
             fields[name] = None
+    if not kinds:  # only visible across fields: refuse all the same
+        kinds = dict.fromkeys(f.kind for f in joined)
+        fields = {"several fields": None}
     if not kinds:
         return None
     return Verdict(

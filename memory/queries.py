@@ -1,21 +1,27 @@
-"""Named queries over the memory tables. Every read takes the reader's scope and
-filters by `readable()` inside the SQL, so isolation never depends on the caller.
+"""Named queries over the memory tables. Every read takes the scopes its caller may
+read and filters by them inside the SQL, so isolation never depends on the caller.
 """
 
 from __future__ import annotations
 
+import enum
+import functools
 import json
-import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    RowMapping,
+    Select,
     and_,
+    bindparam,
+    case,
+    false,
+    func,
     insert,
+    literal,
     literal_column,
     or_,
     select,
@@ -23,9 +29,16 @@ from sqlalchemy import (
 )
 
 from memory import fulltext
+from memory.expiry import DEFAULT_TTL_SPAN
+from memory.loading import Ranked
+from memory.port import AuditEntry
 from memory.receipts import Decision, WriteReceipt
-from memory.records import Candidate, Kind, Memory, Scope, Status, content_hash
+from memory.records import Kind, Memory, Scope, Status, content_hash
 from memory.tables import audit, memories, receipts
+
+ScopeOrScopes = Scope | Sequence[Scope]
+ROW = tuple(c for c in memories.c if c.name != "search_vector")
+"""The columns a `Memory` is built from (the search vector stays in the database)."""
 
 
 def in_scope(scope: Scope) -> ColumnElement[bool]:
@@ -37,118 +50,178 @@ def in_scope(scope: Scope) -> ColumnElement[bool]:
     )
 
 
-def readable_by(scope: Scope) -> ColumnElement[bool]:
-    """Rows of this scope and the layers above it: never below, never sideways."""
-    return or_(*(in_scope(s) for s in scope.readable()))
+def readable_among(scopes: Sequence[Scope]) -> ColumnElement[bool]:
+    """Rows of exactly these scopes; none at all when `scopes` is empty."""
+    if not scopes:
+        return false()
+    return or_(*(in_scope(s) for s in scopes))
+
+
+def readable_by(scope: ScopeOrScopes) -> ColumnElement[bool]:
+    """Rows of this scope and the layers above it (or of an explicit list of scopes)."""
+    return readable_among(scope.readable() if isinstance(scope, Scope) else scope)
 
 
 def loadable(now: datetime, min_score: float) -> ColumnElement[bool]:
-    """Active, not past valid_to, not voted below the bar."""
+    """Active, not past valid_to, not past the default TTL, not voted below the bar."""
     return and_(
         memories.c.status == Status.ACTIVE.value,
         or_(memories.c.valid_to.is_(None), memories.c.valid_to > now),
+        memories.c.last_reinforced_at >= now - DEFAULT_TTL_SPAN,
         memories.c.score >= min_score,
     )
 
 
-def by_idempotency_key(conn: Connection, scope: Scope, key: str) -> RowMapping | None:
-    query = select(memories).where(in_scope(scope), memories.c.idempotency_key == key)
-    return conn.execute(query).mappings().first()
+def to_values(memory: Memory) -> dict[str, Any]:
+    """A Memory as column values for ns_memories."""
+    values: dict[str, Any] = {}
+    for name in memory.__dataclass_fields__:
+        if name == "scope":
+            continue
+        values[name] = _db(getattr(memory, name))
+    values.update(
+        tenant=memory.scope.tenant,
+        user_id=memory.scope.user,
+        agent_id=memory.scope.agent,
+        content_hash=content_hash(memory.content),
+    )
+    return values
 
 
-def active_by_key(conn: Connection, scope: Scope, key: str) -> RowMapping | None:
-    query = select(memories).where(
+def _db(value: Any) -> Any:
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def by_idempotency_key(conn: Connection, scope: Scope, key: str) -> Memory | None:
+    query = select(*ROW).where(in_scope(scope), memories.c.idempotency_key == key)
+    row = conn.execute(query).mappings().first()
+    return Memory.from_row(row) if row else None
+
+
+def active_by_key(conn: Connection, scope: Scope, key: str) -> Memory | None:
+    query = select(*ROW).where(
         in_scope(scope), memories.c.key == key, memories.c.status == Status.ACTIVE.value
     )
-    return conn.execute(query).mappings().first()
+    row = conn.execute(query).mappings().first()
+    return Memory.from_row(row) if row else None
 
 
-def insert_memory(
-    conn: Connection,
-    candidate: Candidate,
-    kind: Kind,
-    status: Status,
-    now: datetime,
-    supersedes_id: str | None = None,
-) -> str:
-    memory_id = str(uuid.uuid4())
-    p = candidate.provenance
-    conn.execute(
-        insert(memories).values(
-            id=memory_id,
-            tenant=candidate.scope.tenant,
-            user_id=candidate.scope.user,
-            agent_id=candidate.scope.agent,
-            kind=kind.value,
-            key=candidate.key,
-            content=candidate.content,
-            content_hash=content_hash(candidate.content),
-            status=status.value,
-            source=p.source.value,
-            confidence=p.confidence,
-            reference=p.reference or candidate.evidence,
-            run_id=p.run_id,
-            task_id=p.task_id,
-            agent=p.agent,
-            subagent=p.subagent,
-            schedule=p.schedule,
-            subject=p.subject,
-            idempotency_key=candidate.effective_idempotency_key(),
-            version=1,
-            score=1.0,
-            created_at=now,
-            valid_from=now,
-            valid_to=candidate.valid_to,
-            supersedes_id=supersedes_id,
-            last_reinforced_at=now,
-        )
-    )
-    return memory_id
+def insert_memory(conn: Connection, memory: Memory) -> None:
+    conn.execute(insert(memories).values(to_values(memory)))
 
 
-def replace_content(conn: Connection, memory_id: str, candidate: Candidate, kind: Kind) -> None:
+def insert_memories(conn: Connection, batch: Sequence[Memory]) -> None:
+    """Insert many rows in one statement (SQLAlchemy's insertmanyvalues)."""
+    if batch:
+        conn.execute(insert(memories), [to_values(m) for m in batch])
+
+
+def _scope_key_in(column: Any, pairs: Sequence[tuple[Scope, str]]) -> ColumnElement[bool]:
+    """Rows whose (scope, column) is one of `pairs`: one `IN` per scope, so each arm is
+    a range on the (tenant, user_id, agent_id, …) index rather than a filter."""
+    grouped: dict[Scope, list[str]] = {}
+    for scope, key in pairs:
+        grouped.setdefault(scope, []).append(key)
+    return or_(*(and_(in_scope(s), column.in_(sorted(set(k)))) for s, k in grouped.items()))
+
+
+def supersede_many(conn: Connection, successors: Mapping[str, str], now: datetime) -> None:
+    """Mark each `old id → new id` superseded, in one statement."""
+    if not successors:
+        return
     conn.execute(
         update(memories)
-        .where(memories.c.id == memory_id)
-        .values(
-            content=candidate.content,
-            content_hash=content_hash(candidate.content),
-            kind=kind.value,
-            version=memories.c.version + 1,
-        )
-    )
-
-
-def mark_superseded(conn: Connection, old_id: str, new_id: str, now: datetime) -> None:
-    conn.execute(
-        update(memories)
-        .where(memories.c.id == old_id)
+        .where(memories.c.id.in_(list(successors)))
         .values(
             status=Status.SUPERSEDED.value,
             superseded_at=now,
             valid_to=now,
-            superseded_by_id=new_id,
+            superseded_by_id=case(successors, value=memories.c.id),
             version=memories.c.version + 1,
         )
     )
 
 
-def record_audit(
-    conn: Connection, rows: Iterable[dict[str, Any]], *, actor: str, tenant: str, now: datetime
-) -> None:
+def existing(
+    conn: Connection,
+    idempotency: Sequence[tuple[Scope, str]],
+    slots: Sequence[tuple[Scope, str]],
+) -> tuple[dict[tuple[Scope, str], Memory], dict[tuple[Scope, str], Memory]]:
+    """What an apply needs to know up front, in one query: the rows already holding
+    these idempotency keys, and the active row of each of these slots."""
+    arms = []
+    if idempotency:
+        arms.append(_scope_key_in(memories.c.idempotency_key, idempotency))
+    if slots:
+        arms.append(
+            and_(_scope_key_in(memories.c.key, slots), memories.c.status == Status.ACTIVE.value)
+        )
+    if not arms:
+        return {}, {}
+    found = [Memory.from_row(r) for r in conn.execute(select(*ROW).where(or_(*arms))).mappings()]
+    wanted_idem, wanted_slots = set(idempotency), set(slots)
+    by_idem = {
+        (m.scope, m.idempotency_key): m
+        for m in found
+        if (m.scope, m.idempotency_key) in wanted_idem
+    }
+    active = {
+        (m.scope, m.key): m
+        for m in found
+        if m.status is Status.ACTIVE and (m.scope, m.key) in wanted_slots
+    }
+    return by_idem, active
+
+
+def update_memory(
+    conn: Connection,
+    memory_id: str,
+    changes: Mapping[str, Any],
+    *,
+    expected_version: int | None = None,
+) -> bool:
+    """Set `changes` (Memory field names); False when the row moved past `expected_version`."""
+    values = {k: _db(v) for k, v in changes.items()}
+    if "content" in values:
+        values["content_hash"] = content_hash(values["content"])
+    statement = update(memories).where(memories.c.id == memory_id).values(values)
+    if expected_version is not None:
+        statement = statement.where(memories.c.version == expected_version)
+    return conn.execute(statement).rowcount == 1
+
+
+def record_audit(conn: Connection, entries: Iterable[AuditEntry]) -> None:
     values = [
         {
-            "at": now,
-            "actor": actor,
-            "tenant": tenant,
-            "action": r["action"],
-            "memory_id": r.get("memory_id"),
-            "detail": json.dumps(r.get("detail", {})),
+            "at": e.at,
+            "actor": e.actor,
+            "tenant": e.tenant,
+            "action": e.action,
+            "memory_id": e.memory_id,
+            "detail": json.dumps(e.detail),
         }
-        for r in rows
+        for e in entries
     ]
     if values:
         conn.execute(insert(audit), values)
+
+
+def audit_trail(conn: Connection, tenant: str, memory_id: str, limit: int) -> list[AuditEntry]:
+    query = select(audit).where(audit.c.tenant == tenant)
+    if memory_id:
+        query = query.where(audit.c.memory_id == memory_id)
+    query = query.order_by(audit.c.id).limit(limit)
+    return [
+        AuditEntry(
+            at=r["at"],
+            actor=r["actor"],
+            action=r["action"],
+            memory_id=r["memory_id"],
+            tenant=r["tenant"],
+            detail=json.loads(r["detail"] or "{}"),
+        )
+        for r in conn.execute(query).mappings()
+    ]
 
 
 def save_receipt(conn: Connection, receipt: WriteReceipt) -> None:
@@ -178,25 +251,141 @@ def get_receipt(conn: Connection, handle: str) -> WriteReceipt | None:
 
 def ranking_pool(
     conn: Connection,
-    scope: Scope,
-    words: list[str],
+    scope: ScopeOrScopes,
+    words: Sequence[str],
     now: datetime,
     *,
     min_score: float,
     kinds: Sequence[Kind],
     pool: int,
-) -> list[tuple[Memory, float]]:
-    """Loadable memories readable by `scope`, most relevant first, then most recent."""
-    query = select(memories).where(
-        readable_by(scope),
-        loadable(now, min_score),
-        memories.c.kind.in_([k.value for k in kinds]),
+) -> list[tuple[Ranked, float]]:
+    """Loadable memories readable by `scope`, most relevant first, then most recent.
+
+    The statement is cached per shape (dialect, number of scopes, words or not) and
+    everything else is a bound parameter: loading runs at the start of every run,
+    and building and compiling the SQL would cost more than executing it.
+    """
+    scopes = list(scope.readable() if isinstance(scope, Scope) else scope)
+    if not scopes:
+        return []
+    statement = _pool_statement(conn.dialect.name, len(scopes), bool(words))
+    params: dict[str, Any] = {
+        "now": now,
+        "fresh_since": now - DEFAULT_TTL_SPAN,
+        "min_score": min_score,
+        "kinds": [k.value for k in kinds],
+        "limit": pool,
+    }
+    params.update(_scope_params(scopes))
+    if words:
+        params["match"] = fulltext.match_text(list(words), conn.dialect.name)
+    return [
+        (Ranked(r[0], Kind(r[1]), r[2], r[3], r[4], r[5]), float(r[6]))
+        for r in conn.execute(statement, params)
+    ]
+
+
+def load_pools(
+    conn: Connection,
+    scopes: Sequence[Scope],
+    words: Sequence[str],
+    now: datetime,
+    *,
+    min_score: float,
+    hot: tuple[Sequence[Kind], int],
+    cold: tuple[Sequence[Kind], int],
+) -> tuple[list[tuple[Ranked, float]], list[tuple[Ranked, float]]]:
+    """The hot and the cold ranking pools of a load, in one round trip (UNION ALL)."""
+    if not scopes:
+        return [], []
+    statement = _load_statement(conn.dialect.name, len(scopes), bool(words))
+    params: dict[str, Any] = {
+        "now": now,
+        "fresh_since": now - DEFAULT_TTL_SPAN,
+        "min_score": min_score,
+        "hot_kinds": [k.value for k in hot[0]],
+        "hot_limit": hot[1],
+        "cold_kinds": [k.value for k in cold[0]],
+        "cold_limit": cold[1],
+        **_scope_params(scopes),
+    }
+    if words:
+        params["match"] = fulltext.match_text(list(words), conn.dialect.name)
+    pools: tuple[list[tuple[Ranked, float]], list[tuple[Ranked, float]]] = ([], [])
+    for r in conn.execute(statement, params):
+        pools[r[7]].append((Ranked(r[0], Kind(r[1]), r[2], r[3], r[4], r[5]), float(r[6])))
+    return pools
+
+
+@functools.lru_cache(maxsize=16)
+def _load_statement(dialect: str, scopes: int, words: bool) -> Any:
+    """Both pools in one scan: number the rows within hot and within cold by rank
+    order, keep the first `hot_limit` and `cold_limit` of each."""
+    hot = memories.c.kind.in_(bindparam("hot_kinds", expanding=True))
+    pool = case((hot, 0), else_=1)
+    query = select(
+        memories.c.id,
+        memories.c.kind,
+        memories.c.content,
+        memories.c.confidence,
+        memories.c.score,
+        memories.c.last_reinforced_at,
+    ).where(
+        _readable_params(scopes),
+        memories.c.status == Status.ACTIVE.value,
+        or_(memories.c.valid_to.is_(None), memories.c.valid_to > bindparam("now")),
+        memories.c.last_reinforced_at >= bindparam("fresh_since"),
+        memories.c.score >= bindparam("min_score"),
+        or_(hot, memories.c.kind.in_(bindparam("cold_kinds", expanding=True))),
     )
-    query = fulltext.with_relevance(query, words, conn.dialect.name)
-    query = query.order_by(
+    if words:
+        query = fulltext.with_relevance_param(query, dialect)
+    else:
+        query = query.add_columns(literal(0.0).label("relevance"))
+    relevance = query.selected_columns.relevance
+    numbered = query.add_columns(
+        pool.label("pool"),
+        func.row_number()
+        .over(
+            partition_by=pool,
+            order_by=(relevance.desc(), memories.c.last_reinforced_at.desc(), memories.c.id),
+        )
+        .label("rn"),
+    ).subquery("ranked")
+    return select(*numbered.c).where(
+        or_(
+            and_(numbered.c.pool == 0, numbered.c.rn <= bindparam("hot_limit")),
+            and_(numbered.c.pool == 1, numbered.c.rn <= bindparam("cold_limit")),
+        )
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _pool_statement(dialect: str, scopes: int, words: bool, pool: str = "") -> Select[Any]:
+    readable = _readable_params(scopes)
+    light = (
+        memories.c.id,
+        memories.c.kind,
+        memories.c.content,
+        memories.c.confidence,
+        memories.c.score,
+        memories.c.last_reinforced_at,
+    )
+    query = select(*light).where(
+        readable,
+        memories.c.status == Status.ACTIVE.value,
+        or_(memories.c.valid_to.is_(None), memories.c.valid_to > bindparam("now")),
+        memories.c.last_reinforced_at >= bindparam("fresh_since"),
+        memories.c.score >= bindparam("min_score"),
+        memories.c.kind.in_(bindparam(f"{pool}kinds", expanding=True)),
+    )
+    if words:
+        query = fulltext.with_relevance_param(query, dialect)
+    else:
+        query = query.add_columns(literal(0.0).label("relevance"))
+    return query.order_by(
         fulltext_order(), memories.c.last_reinforced_at.desc(), memories.c.id
-    ).limit(pool)
-    return [(Memory.from_row(r), float(r["relevance"])) for r in conn.execute(query).mappings()]
+    ).limit(bindparam(f"{pool}limit"))
 
 
 def fulltext_order() -> Any:
@@ -204,37 +393,75 @@ def fulltext_order() -> Any:
 
 
 def search(
-    conn: Connection, scope: Scope, words: list[str], now: datetime, *, limit: int, min_score: float
+    conn: Connection,
+    scope: ScopeOrScopes,
+    words: Sequence[str],
+    now: datetime,
+    *,
+    limit: int,
+    min_score: float,
 ) -> list[tuple[Memory, float]]:
     if not words:
         return []
-    query = select(memories).where(readable_by(scope), loadable(now, min_score))
-    query = fulltext.matching(query, words, conn.dialect.name)
-    query = query.order_by(fulltext_order(), memories.c.last_reinforced_at.desc()).limit(limit)
+    query = select(*ROW).where(readable_by(scope), loadable(now, min_score))
+    query = fulltext.matching(query, list(words), conn.dialect.name)
+    query = query.order_by(
+        fulltext_order(), memories.c.last_reinforced_at.desc(), memories.c.id
+    ).limit(limit)
     return [(Memory.from_row(r), float(r["relevance"])) for r in conn.execute(query).mappings()]
 
 
 def listing(
-    conn: Connection, scope: Scope, *, statuses: Sequence[Status] | None, limit: int
+    conn: Connection, scope: ScopeOrScopes, *, statuses: Sequence[Status] | None, limit: int
 ) -> list[Memory]:
-    query = select(memories).where(readable_by(scope))
+    query = select(*ROW).where(readable_by(scope))
     if statuses is not None:
         query = query.where(memories.c.status.in_([s.value for s in statuses]))
     query = query.order_by(memories.c.created_at.desc(), memories.c.id).limit(limit)
     return [Memory.from_row(r) for r in conn.execute(query).mappings()]
 
 
-def history(conn: Connection, scope: Scope, key: str) -> list[Memory]:
+def history(conn: Connection, scope: ScopeOrScopes, key: str) -> list[Memory]:
     query = (
-        select(memories)
+        select(*ROW)
         .where(readable_by(scope), memories.c.key == key)
-        .order_by(memories.c.valid_from, memories.c.created_at)
+        .order_by(memories.c.valid_from, memories.c.created_at, memories.c.id)
     )
     return [Memory.from_row(r) for r in conn.execute(query).mappings()]
 
 
-def by_ids(conn: Connection, scope: Scope, ids: Sequence[str]) -> list[Memory]:
-    if not ids:
+def by_ids(conn: Connection, scope: ScopeOrScopes, ids: Sequence[str]) -> list[Memory]:
+    scopes = list(scope.readable() if isinstance(scope, Scope) else scope)
+    if not ids or not scopes:
         return []
-    query = select(memories).where(readable_by(scope), memories.c.id.in_(list(ids)))
-    return [Memory.from_row(r) for r in conn.execute(query).mappings()]
+    params = {"ids": list(ids), **_scope_params(scopes)}
+    result = conn.execute(_by_ids_statement(len(scopes)), params).mappings()
+    return [Memory.from_row(r) for r in result]
+
+
+@functools.lru_cache(maxsize=8)
+def _by_ids_statement(scopes: int) -> Select[Any]:
+    return select(*ROW).where(
+        _readable_params(scopes), memories.c.id.in_(bindparam("ids", expanding=True))
+    )
+
+
+def _readable_params(scopes: int) -> ColumnElement[bool]:
+    """`readable_among` with the scopes as parameters t0/u0/a0…, for cached statements."""
+    return or_(
+        *(
+            and_(
+                memories.c.tenant == bindparam(f"t{i}"),
+                memories.c.user_id == bindparam(f"u{i}"),
+                memories.c.agent_id == bindparam(f"a{i}"),
+            )
+            for i in range(scopes)
+        )
+    )
+
+
+def _scope_params(scopes: Sequence[Scope]) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for i, s in enumerate(scopes):
+        params.update({f"t{i}": s.tenant, f"u{i}": s.user, f"a{i}": s.agent})
+    return params

@@ -1,38 +1,61 @@
 """The store: the one object through which memory is written, loaded and read.
 
-    store = open_store("sqlite:///memory.db")
+    store = open_store("sqlite:///memory.db")   # or Store.in_memory()
     store.create_schema()                       # or `nightshift db upgrade`
     receipt = store.apply([candidate], handle="run-1:write", actor="writer")
-    loaded = store.load(Scope("acme", "ana", "triage"), goal="renewals", trigger="")
+    loaded = store.load(Scope("acme", "ana", "triage"), goal="renewals", trigger="",
+                        rules=rules_for("triage"), origin="private")
 
-`apply` is what the memory writer calls; everything else is a read, and every
-read is confined to the reader's scope and the layers above it.
+Every method is built on the backend's one `batch(ops)` (`memory.port`), so the
+SQL and in-memory backends cannot drift apart. `apply` is what the memory writer
+calls; `edit` and `review` are the operator's; everything else is a read, and
+every read is confined to the reader's scope and the layers above it — narrowed
+further, for an agent's run, by its attachment and the trigger's origin.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, Engine, exc
+from sqlalchemy import Engine
 
-from memory import fulltext, queries
-from memory.engine import open_engine, retrying
-from memory.loading import COLD_KINDS, HOT_KINDS, Loaded, bound, rank
-from memory.policy import Action, AgentRules, judge
-from memory.receipts import Decision, Outcome, WriteReceipt
-from memory.records import Candidate, Kind, Memory, Scope, Source, Status, content_hash
-from memory.tables import metadata
+from memory import fulltext
+from memory.access import readable_scopes
+from memory.engine import open_engine
+from memory.inmemory import InMemoryBackend
+from memory.loading import Loaded
+from memory.policy import AgentRules
+from memory.port import (
+    ApplyOp,
+    AuditEntry,
+    AuditOp,
+    EditOp,
+    EditResult,
+    GetOp,
+    HistoryOp,
+    ListOp,
+    LoadOp,
+    MemoryBackend,
+    ReceiptOp,
+    ReviewOp,
+    RulesFor,
+    SearchOp,
+)
+from memory.receipts import WriteReceipt
+from memory.records import Candidate, Kind, Memory, Scope, Status
+from memory.sql import SqlBackend
 
 Clock = Callable[[], datetime]
-RulesFor = Callable[[str], AgentRules]
-
-TRUSTED_SOURCES = frozenset({Source.STATED, Source.OPERATOR})
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def _default_rules(agent: str) -> AgentRules:
+    return AgentRules.default()
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,15 +66,30 @@ class LoadBounds:
 
 
 class Store:
-    """Memory over one SQLAlchemy engine (PostgreSQL or SQLite)."""
+    """Memory over a backend: SQL (PostgreSQL or SQLite) for an engine, or in memory."""
 
-    def __init__(self, engine: Engine, *, clock: Clock = utcnow) -> None:
+    def __init__(
+        self,
+        engine: Engine | None = None,
+        *,
+        clock: Clock = utcnow,
+        backend: MemoryBackend | None = None,
+    ) -> None:
+        if backend is None:
+            if engine is None:
+                raise ValueError("a Store needs an engine or a backend")
+            backend = SqlBackend(engine)
         self.engine = engine
+        self.backend = backend
         self.clock = clock
+
+    @classmethod
+    def in_memory(cls, *, clock: Clock = utcnow) -> Store:
+        return cls(clock=clock, backend=InMemoryBackend())
 
     def create_schema(self) -> None:
         """Create the tables directly (tests, embedded use). Production uses Alembic."""
-        metadata.create_all(self.engine)
+        self.backend.create_schema()
 
     # -- writing -------------------------------------------------------------
 
@@ -61,45 +99,46 @@ class Store:
         *,
         handle: str,
         actor: str,
-        rules_for: RulesFor = lambda agent: AgentRules.default(),
+        rules_for: RulesFor = _default_rules,
     ) -> WriteReceipt:
         """Judge and apply `candidates` in one transaction; return the receipt.
 
         Idempotent twice over: a receipt handle seen before returns the stored
         receipt untouched, and each candidate's idempotency key admits one row.
         """
-        try:
-            return self._apply(candidates, handle=handle, actor=actor, rules_for=rules_for)
-        except exc.IntegrityError:
-            # A concurrent writer stored the same handle or key first; replaying
-            # now finds its rows and reports duplicates instead of adding copies.
-            return self._apply(candidates, handle=handle, actor=actor, rules_for=rules_for)
+        op = ApplyOp(tuple(candidates), handle, actor, rules_for, self.clock())
+        result: WriteReceipt = self.backend.batch([op])[0]
+        return result
 
-    @retrying()
-    def _apply(
-        self, candidates: Sequence[Candidate], *, handle: str, actor: str, rules_for: RulesFor
-    ) -> WriteReceipt:
-        now = self.clock()
-        with self.engine.begin() as conn:
-            earlier = queries.get_receipt(conn, handle)
-            if earlier is not None:
-                return earlier
-            decisions = tuple(
-                _apply_one(conn, i, c, rules_for(c.provenance.agent), now)
-                for i, c in enumerate(candidates)
-            )
-            tenant = candidates[0].scope.tenant if candidates else ""
-            run_id = candidates[0].provenance.run_id if candidates else ""
-            receipt = WriteReceipt(handle, tenant, run_id, now, decisions)
-            queries.save_receipt(conn, receipt)
-            queries.record_audit(
-                conn,
-                (_audit_entry(d, handle) for d in decisions),
-                actor=actor,
-                tenant=tenant,
-                now=now,
-            )
-        return receipt
+    def edit(
+        self,
+        scope: Scope,
+        memory_id: str,
+        *,
+        version: int,
+        content: str,
+        actor: str,
+        reason: str = "",
+        force: bool = False,
+    ) -> EditResult:
+        """Replace a memory's content if it is still at `version`.
+
+        Raises `EditConflict` (carrying the stored version) when it moved on,
+        unless `force`; a forced edit is audited as ``edit.forced``.
+        """
+        op = EditOp(
+            scope.readable(), memory_id, version, content, actor, reason, force, self.clock()
+        )
+        result: EditResult = self.backend.batch([op])[0]
+        return result
+
+    def review(
+        self, scope: Scope, memory_id: str, *, approve: bool, actor: str, reason: str = ""
+    ) -> Memory:
+        """Approve (activate; supersede the key's active value) or reject a pending memory."""
+        op = ReviewOp(scope.readable(), memory_id, approve, actor, reason, self.clock())
+        result: Memory = self.backend.batch([op])[0]
+        return result
 
     # -- reading -------------------------------------------------------------
 
@@ -110,148 +149,89 @@ class Store:
         goal: str = "",
         trigger: str = "",
         bounds: LoadBounds = LoadBounds(),
+        rules: AgentRules | None = None,
+        origin: str | None = None,
     ) -> Loaded:
-        """What a run of `scope` is given at its start: hot first, then ranked, bounded."""
-        now = self.clock()
-        words = fulltext.terms(f"{goal} {trigger}")
-        with self.engine.connect() as conn:
-            hot_pool = queries.ranking_pool(
-                conn,
-                scope,
-                words,
-                now,
-                min_score=bounds.min_score,
-                kinds=HOT_KINDS,
-                pool=bounds.limit,
-            )
-            cold_pool = queries.ranking_pool(
-                conn,
-                scope,
-                words,
-                now,
-                min_score=bounds.min_score,
-                kinds=COLD_KINDS,
-                pool=bounds.limit * 5,
-            )
-        hot = bound(rank(hot_pool, now), bounds.limit, bounds.max_chars // 2)
-        left_chars = bounds.max_chars - sum(len(m.content) for m in hot)
-        ranked = bound(rank(cold_pool, now), bounds.limit - len(hot), left_chars)
-        return Loaded(tuple(hot), tuple(ranked))
+        """What a run of `scope` is given at its start: hot first, then ranked, bounded.
 
-    def search(self, scope: Scope, query: str, *, limit: int = 20) -> list[tuple[Memory, float]]:
-        with self.engine.connect() as conn:
-            return queries.search(
-                conn,
-                scope,
-                fulltext.terms(query),
-                self.clock(),
-                limit=limit,
-                min_score=LoadBounds().min_score,
-            )
+        `rules` is the agent's attachment and `origin` where the run's trigger came
+        from; with rules given, the person's layers are loaded only for an origin
+        the rules allow (default: a private trigger). Without rules (an operator's
+        read) the scope's whole chain is read.
+        """
+        readable = readable_scopes(scope, rules, origin=origin)
+        if not readable:
+            return Loaded((), ())
+        words = tuple(fulltext.terms(f"{goal} {trigger}"))
+        op = LoadOp(readable, words, self.clock(), bounds.min_score, bounds.limit, bounds.max_chars)
+        result: Loaded = self.backend.batch([op])[0]
+        return result
+
+    def search(
+        self,
+        scope: Scope,
+        query: str,
+        *,
+        limit: int = 20,
+        rules: AgentRules | None = None,
+        origin: str | None = None,
+    ) -> list[tuple[Memory, float]]:
+        readable = readable_scopes(scope, rules, origin=origin)
+        words = tuple(fulltext.terms(query))
+        op = SearchOp(readable, words, self.clock(), LoadBounds().min_score, limit)
+        result: list[tuple[Memory, float]] = self.backend.batch([op])[0]
+        return result
 
     def show(self, scope: Scope, *, all_statuses: bool = False, limit: int = 200) -> list[Memory]:
-        statuses = None if all_statuses else [Status.ACTIVE]
-        with self.engine.connect() as conn:
-            return queries.listing(conn, scope, statuses=statuses, limit=limit)
+        statuses = None if all_statuses else (Status.ACTIVE,)
+        result: list[Memory] = self.backend.batch([ListOp(scope.readable(), statuses, limit)])[0]
+        return result
+
+    def pending_review(self, scope: Scope, *, limit: int = 200) -> list[Memory]:
+        op = ListOp(scope.readable(), (Status.PENDING_REVIEW,), limit)
+        result: list[Memory] = self.backend.batch([op])[0]
+        return result
+
+    def export(self, scope: Scope) -> Iterator[Memory]:
+        """Every memory of exactly `scope` (not the layers above), all statuses."""
+        result: list[Memory] = self.backend.batch([ListOp((scope,), None, 10**9)])[0]
+        yield from result
 
     def history(self, scope: Scope, key: str) -> list[Memory]:
-        with self.engine.connect() as conn:
-            return queries.history(conn, scope, key)
+        """Every version of `key` readable by `scope`: oldest first, each before its successor."""
+        result: list[Memory] = self.backend.batch([HistoryOp(scope.readable(), key)])[0]
+        return chain_order(result)
 
     def get(self, scope: Scope, ids: Sequence[str]) -> list[Memory]:
-        with self.engine.connect() as conn:
-            return queries.by_ids(conn, scope, ids)
+        result: list[Memory] = self.backend.batch([GetOp(scope.readable(), tuple(ids))])[0]
+        return result
 
     def receipt(self, handle: str) -> WriteReceipt | None:
-        with self.engine.connect() as conn:
-            return queries.get_receipt(conn, handle)
+        result: WriteReceipt | None = self.backend.batch([ReceiptOp(handle)])[0]
+        return result
+
+    def audit(self, tenant: str, memory_id: str = "", *, limit: int = 1000) -> list[AuditEntry]:
+        result: list[AuditEntry] = self.backend.batch([AuditOp(tenant, memory_id, limit)])[0]
+        return result
+
+
+def chain_order(versions: Sequence[Memory]) -> list[Memory]:
+    """Order by validity, and within one instant (one batch) by supersession depth."""
+    by_id = {m.id: m for m in versions}
+
+    def depth(m: Memory) -> int:
+        hops, seen = 0, {m.id}
+        while m.supersedes_id in by_id and m.supersedes_id not in seen:
+            m = by_id[m.supersedes_id]
+            seen.add(m.id)
+            hops += 1
+        return hops
+
+    return sorted(versions, key=lambda m: (m.valid_from, m.created_at, depth(m), m.id))
 
 
 def open_store(url: str, *, clock: Clock = utcnow) -> Store:
     return Store(open_engine(url), clock=clock)
-
-
-def _apply_one(
-    conn: Connection, index: int, candidate: Candidate, rules: AgentRules, now: datetime
-) -> Decision:
-    verdict = judge(candidate, rules)
-    if verdict.action is Action.REFUSE:
-        return Decision(index, Outcome.REFUSED, verdict.kind.value, verdict.rule, verdict.reason)
-    kind = verdict.kind
-    status = Status.ACTIVE if verdict.action is Action.ACCEPT else Status.PENDING_REVIEW
-    rule, reason = verdict.rule, verdict.reason
-
-    earlier = queries.by_idempotency_key(
-        conn, candidate.scope, candidate.effective_idempotency_key()
-    )
-    if earlier is not None:
-        if earlier["content_hash"] == content_hash(candidate.content) and earlier["kind"] == kind:
-            return Decision(
-                index,
-                Outcome.DUPLICATE,
-                kind.value,
-                "idempotent",
-                "the same write was applied before",
-                earlier["id"],
-            )
-        queries.replace_content(conn, earlier["id"], candidate, kind)
-        return Decision(
-            index,
-            Outcome.REPLACED,
-            kind.value,
-            "idempotent",
-            "a retry of an earlier write replaced it",
-            earlier["id"],
-        )
-
-    current = None
-    if status is Status.ACTIVE and candidate.key:
-        current = queries.active_by_key(conn, candidate.scope, candidate.key)
-        if current is not None and current["content_hash"] == content_hash(candidate.content):
-            return Decision(
-                index,
-                Outcome.DUPLICATE,
-                kind.value,
-                "same-value",
-                f"key {candidate.key!r} already holds this value",
-                current["id"],
-            )
-        if (
-            current is not None
-            and Source(current["source"]) in TRUSTED_SOURCES
-            and candidate.provenance.source not in TRUSTED_SOURCES
-        ):
-            status, current = Status.PENDING_REVIEW, None
-            rule = "stated-beats-inferred"
-            reason = (
-                f"key {candidate.key!r} holds the person's own statement; "
-                "an agent's value waits for review"
-            )
-
-    memory_id = queries.insert_memory(
-        conn, candidate, kind, status, now, supersedes_id=current["id"] if current else None
-    )
-    if current is not None:
-        queries.mark_superseded(conn, current["id"], memory_id, now)
-        return Decision(
-            index, Outcome.SUPERSEDED, kind.value, rule, reason, memory_id, current["id"]
-        )
-    outcome = Outcome.STORED if status is Status.ACTIVE else Outcome.REVIEW
-    return Decision(index, outcome, kind.value, rule, reason, memory_id)
-
-
-def _audit_entry(decision: Decision, handle: str) -> dict[str, object]:
-    return {
-        "action": f"write.{decision.outcome.value}",
-        "memory_id": decision.memory_id,
-        "detail": {
-            "handle": handle,
-            "index": decision.index,
-            "rule": decision.rule,
-            "kind": decision.kind,
-            "superseded": decision.superseded_id,
-        },
-    }
 
 
 __all__ = ["Kind", "LoadBounds", "Store", "open_store"]

@@ -23,6 +23,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.types import TypeDecorator
 
 metadata = MetaData()
@@ -77,6 +78,10 @@ memories = Table(
     Column("superseded_by_id", String(36), nullable=True),
     Column("last_reinforced_at", Timestamp(), nullable=False),
     Column("last_used_at", Timestamp(), nullable=True),
+    # PostgreSQL: to_tsvector('english', content), kept by a trigger (memory.fulltext),
+    # so ranking reads a stored vector instead of parsing every candidate row's text.
+    # SQLite: unused (NULL); its full text lives in the FTS5 table.
+    Column("search_vector", Text().with_variant(TSVECTOR(), "postgresql"), nullable=True),
     UniqueConstraint(
         "tenant", "user_id", "agent_id", "idempotency_key", name="uq_ns_memories_idem"
     ),

@@ -1,4 +1,5 @@
-"""The applied schedules in the database: apply files, list, pause, resume.
+"""The applied schedules in the database: apply files, list, pause, resume, and the
+progress beat keeps beside each one (latest fire handled, runs started, buffered fire).
 
 `apply` makes the database match a set of definitions (create, update, delete)
 and bumps a global revision on every changed row, which is how a running beat
@@ -13,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, bindparam, case, func, insert, select, update
 
 from schedules.definition import Schedule
 from schedules.tables import as_utc, schedules
@@ -49,18 +50,22 @@ class AppliedSchedule:
     last_fire_at: datetime | None
     runs_fired: int
     deleted: bool
+    updated_at: datetime | None = None
+    pending_fire_at: datetime | None = None
 
     @classmethod
     def from_row(cls, row: object) -> AppliedSchedule:
         r = row._mapping  # type: ignore[attr-defined]
         return cls(
-            schedule=Schedule.from_json(json.loads(r["definition"])),
+            schedule=Schedule.from_stored(json.loads(r["definition"])),
             paused=bool(r["paused"]),
             pause_note=r["pause_note"],
             revision=r["revision"],
             last_fire_at=as_utc(r["last_fire_at"]),
             runs_fired=r["runs_fired"],
             deleted=bool(r["deleted"]),
+            updated_at=as_utc(r["updated_at"]),
+            pending_fire_at=as_utc(r["pending_fire_at"]),
         )
 
     @property
@@ -156,22 +161,64 @@ def set_paused(conn: Connection, name: str, paused: bool, note: str, now: dateti
     )
 
 
-def record_fires(conn: Connection, fired: Iterable[tuple[str, datetime]]) -> None:
-    """Remember each schedule's latest fire, so a restarted beat knows where it was."""
-    latest: dict[str, datetime] = {}
-    counts: dict[str, int] = {}
-    for name, at in fired:
-        latest[name] = max(at, latest.get(name, at))
-        counts[name] = counts.get(name, 0) + 1
-    for name, at in latest.items():
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """What one beat tick (or a backfill) changed for one schedule."""
+
+    name: str
+    last_fire_at: datetime | None = None  # None: unchanged
+    runs_added: int = 0
+    pending: datetime | None = None
+    set_pending: bool = False  # write `pending` (None clears it)
+
+
+def record_progress(conn: Connection, progress: Iterable[Progress]) -> None:
+    """Remember where beat got to, so a restarted or new leader continues from there.
+
+    One executemany per kind of change: a burst of thousands of fires costs two
+    statements, not thousands."""
+    fired, pending = [], []
+    for p in progress:
+        if p.last_fire_at is not None or p.runs_added:
+            fired.append({"b_name": p.name, "b_last": p.last_fire_at, "b_added": p.runs_added})
+        if p.set_pending:
+            pending.append({"b_name": p.name, "b_pending": p.pending})
+    if fired:
+        last = bindparam("b_last", type_=schedules.c.last_fire_at.type)
         conn.execute(
             update(schedules)
-            .where(schedules.c.name == name)
-            .values(last_fire_at=at, runs_fired=schedules.c.runs_fired + counts[name])
+            .where(schedules.c.name == bindparam("b_name"))
+            .values(
+                last_fire_at=case(  # never moves back; NULL leaves it as it is
+                    (last.is_(None), schedules.c.last_fire_at),
+                    (schedules.c.last_fire_at > last, schedules.c.last_fire_at),
+                    else_=last,
+                ),
+                runs_fired=schedules.c.runs_fired + bindparam("b_added"),
+            ),
+            fired,
+        )
+    if pending:
+        conn.execute(
+            update(schedules)
+            .where(schedules.c.name == bindparam("b_name"))
+            .values(pending_fire_at=bindparam("b_pending")),
+            pending,
         )
 
 
-def _next_revision(conn: Connection) -> int:
-    return (
-        int(conn.execute(select(func.coalesce(func.max(schedules.c.revision), 0))).scalar_one()) + 1
+def set_pending(conn: Connection, name: str, pending: datetime | None) -> None:
+    """Buffer a fire from outside beat (backfill); the revision bump makes beat reload it."""
+    conn.execute(
+        update(schedules)
+        .where(schedules.c.name == name)
+        .values(pending_fire_at=pending, revision=_next_revision(conn))
     )
+
+
+def max_revision(conn: Connection) -> int:
+    return int(conn.execute(select(func.coalesce(func.max(schedules.c.revision), 0))).scalar_one())
+
+
+def _next_revision(conn: Connection) -> int:
+    return max_revision(conn) + 1

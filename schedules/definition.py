@@ -478,6 +478,33 @@ class Schedule:
         except TypeError as exc:  # a required key missing
             raise ValueError(f"malformed schedule JSON: {exc}") from None
 
+    @classmethod
+    def from_stored(cls, data: Mapping[str, Any]) -> Schedule:
+        """`from_json` for definitions this code stored itself (validated on apply):
+        the beat loads tens of thousands at start-up, and re-validating each one
+        (payload round trip included) would dominate that. Anything unexpected
+        falls back to the full `from_json`."""
+        try:
+            schedule = object.__new__(cls)
+            values = {
+                **data,
+                "trigger": _trigger_from_json(data["trigger"]),
+                "payload": data["payload"] if isinstance(data["payload"], dict) else {},
+                "start": datetime.fromisoformat(data["start"]) if data["start"] else None,
+                "end": datetime.fromisoformat(data["end"]) if data["end"] else None,
+                "overlap": Overlap(data["overlap"]),
+                "catchup": Catchup(data["catchup"]),
+                "catchup_window": timedelta(seconds=data["catchup_window"]),
+                "time_limit": timedelta(seconds=data["time_limit"]),
+            }
+            if set(values) != _FIELD_NAMES:
+                return cls.from_json(data)
+            for name, value in values.items():
+                object.__setattr__(schedule, name, value)
+            return schedule
+        except (KeyError, TypeError, ValueError):
+            return cls.from_json(data)
+
     def fingerprint(self) -> str:
         """sha256 of the canonical JSON without `source`: moving a definition to
         another file or line is not a change, editing any setting is."""
@@ -485,6 +512,9 @@ class Schedule:
         del data["source"]
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(Schedule))
 
 
 def _trigger_to_json(trigger: Trigger) -> dict[str, Any]:

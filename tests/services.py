@@ -6,15 +6,18 @@ elsewhere, naming what was missing and how to point the tests at it.
 
 from __future__ import annotations
 
+import atexit
 import os
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import pytest
 import redis
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
 
 POSTGRES_URL = os.environ.get(
     "NIGHTSHIFT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -53,22 +56,71 @@ def redis_available() -> None:
         unavailable(f"Redis at {REDIS_URL}", error)
 
 
+_admin_engine: Engine | None = None
+_template: str | None = None
+_dropper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drop-test-db")
+
+
+def _admin() -> Engine:
+    global _admin_engine
+    if _admin_engine is None:
+        _admin_engine = create_engine(
+            make_url(POSTGRES_URL).set(drivername="postgresql+psycopg2"),
+            isolation_level="AUTOCOMMIT",
+            poolclass=NullPool,
+        )
+    return _admin_engine
+
+
+def _url(name: str) -> str:
+    return make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+
+
+def _create(name: str, template: str | None = None) -> None:
+    clause = f' TEMPLATE "{template}"' if template else ""
+    with _admin().connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"{clause}'))
+
+
+def _drop(name: str) -> None:
+    with _admin().connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def _migrated_template() -> str:
+    """A database migrated to all heads once per session; tests start as copies of it."""
+    global _template
+    if _template is None:
+        from memory.engine import open_engine
+        from workers import schema
+
+        name = f"ns_tpl_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+        _create(name)
+        engine = open_engine(_url(name))
+        schema.upgrade(engine)
+        engine.dispose()
+        _template = name
+        atexit.register(_drop_template)
+    return _template
+
+
+def _drop_template() -> None:
+    _dropper.shutdown(wait=True)
+    if _template is not None:
+        _drop(_template)
+
+
 @contextmanager
-def postgres_database() -> Iterator[str]:
-    """A fresh, empty PostgreSQL database for one test; dropped afterwards."""
+def postgres_database(*, empty: bool = False) -> Iterator[str]:
+    """A fresh PostgreSQL database for one test, already migrated (a copy of the
+    session's template) unless `empty`; dropped in the background afterwards."""
     postgres_available()
     name = f"ns_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(
-        make_url(POSTGRES_URL).set(drivername="postgresql+psycopg2"), isolation_level="AUTOCOMMIT"
-    )
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    _create(name, None if empty else _migrated_template())
     try:
-        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+        yield _url(name)
     finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+        _dropper.submit(_drop, name)
 
 
 @contextmanager

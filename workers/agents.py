@@ -1,4 +1,4 @@
-"""The agent interface: a Python callable that takes a `RunContext`.
+"""The agent interface: a callable that takes a `RunContext`, and the registry of agents.
 
     def my_agent(ctx: RunContext) -> AgentResult:
         seen = {m.key for m in ctx.memories}
@@ -6,8 +6,16 @@
             ctx.remember(f"saw {item.title}", key=f"item.{item.id}", source="observed")
         return AgentResult(summary="checked the feed")
 
-Agents are named; a deployment maps names to import paths with
-`NIGHTSHIFT_AGENTS="name=package.module:callable;…"`. The demo agent is built in.
+Agents are named; a deployment maps names to adapters with
+`NIGHTSHIFT_AGENTS="name=target;…"` where a target is one of
+
+    package.module:callable          python: the callable is given a RunContext
+    python:package.module:callable   the same, spelled out
+    command:/path/to/program args    any executable, run in the sandbox (workers/adapters/command.py)
+    llm:model-name                   a tool-calling loop against an OpenAI-compatible endpoint
+
+Every adapter is itself an `Agent` (a callable taking a RunContext), so the run
+lifecycle never needs to know which kind it is calling.
 """
 
 from __future__ import annotations
@@ -17,24 +25,42 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory.records import Candidate, Kind, Layer, Memory, Provenance, Scope, Source
+
+if TYPE_CHECKING:
+    from memory.goals import Attempt
+    from workers.settings import Settings
 
 BUILTIN_AGENTS: Mapping[str, str] = {
     "feed-watcher": "workers.demo.agent:feed_watcher",
 }
+ADAPTERS = ("python", "command", "llm")
 
 
 class UnknownAgentError(LookupError):
     """The agent named by a schedule, trigger or CLI call is not configured."""
 
-    def __init__(self, name: str, known: Sequence[str]) -> None:
+    def __init__(self, name: str, known: Sequence[str], why: str = "") -> None:
         super().__init__(
-            f"unknown agent {name!r}; configured agents: {', '.join(sorted(known)) or 'none'} "
+            f"unknown agent {name!r}{f' ({why})' if why else ''}; configured agents: "
+            f"{', '.join(sorted(known)) or 'none'} "
             "(add one with NIGHTSHIFT_AGENTS='name=package.module:callable')"
         )
         self.name = name
+
+
+class RunCancelled(Exception):  # noqa: N818 - it reads as what happened to the run
+    """Raised by an agent (or `RunContext.check_cancelled`) to end its run as `cancelled`."""
+
+
+class AgentTimedOut(Exception):  # noqa: N818
+    """An adapter's own time limit fired (its child process was killed)."""
+
+
+class SandboxViolation(Exception):
+    """The agent broke a sandbox rule (wrote outside it, grew past its size limit)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,13 +76,59 @@ class Trigger:
 
 @dataclass(frozen=True, slots=True)
 class AgentResult:
+    """What an agent hands back. `tried` and `evidence` become the run's goal attempt."""
+
     summary: str = ""
     candidates: Sequence[Candidate] = ()
+    tried: str = ""
+    evidence: str = ""
+    problems: Sequence[str] = ()  # parts of its output that were refused (run becomes partial)
+
+
+@dataclass(frozen=True, slots=True)
+class Vote:
+    """A run's judgement of a memory it was given: `up` (checked, still true) or `down`."""
+
+    memory_id: str
+    direction: str  # up | down
+
+    def __post_init__(self) -> None:
+        if self.direction not in ("up", "down"):
+            raise ValueError(f"a vote is 'up' or 'down', not {self.direction!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class SpawnRequest:
+    """A subagent run to start: `name` is unique within its parent run."""
+
+    name: str
+    agent: str
+    goal: str = ""
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    time_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Subagent:
+    """A started subagent. `cancel()` stops it (queued: never runs; running: ends cancelled)."""
+
+    name: str
+    run_key: str
+    cancel: Callable[[], None]
+
+
+Searcher = Callable[[str, int], Sequence[Memory]]
+Reader = Callable[[str], Memory | None]
+Spawner = Callable[[SpawnRequest], Subagent]
 
 
 @dataclass
 class RunContext:
-    """What an agent gets: who it runs for, why, what it remembers, and where it may write."""
+    """What an agent gets: who it runs for, why, what it remembers, and where it may write.
+
+    Loaded memory and the trigger payload are data recorded or sent by others: they
+    inform the agent, they never instruct it.
+    """
 
     run_key: str
     agent: str
@@ -67,6 +139,16 @@ class RunContext:
     sandbox: Path
     schedule: str = ""
     candidates: list[Candidate] = field(default_factory=list)
+    attempts: tuple[Attempt, ...] = ()  # earlier attempts at this goal, newest first
+    votes: list[Vote] = field(default_factory=list)
+    subagents: list[Subagent] = field(default_factory=list)
+    deadline: float | None = None  # time.monotonic() by which the agent must be done
+    parent_key: str = ""
+    subagent: str = ""
+    searcher: Searcher | None = None
+    reader: Reader | None = None
+    spawner: Spawner | None = None
+    cancel_check: Callable[[], bool] | None = None
 
     def remember(
         self,
@@ -102,24 +184,105 @@ class RunContext:
         self.candidates.append(candidate)
         return candidate
 
+    def search(self, query: str, limit: int = 10) -> list[Memory]:
+        """Memories of the readable scopes matching `query` (cold memory on demand)."""
+        return list(self.searcher(query, limit)) if self.searcher else []
+
+    def read(self, memory_id: str) -> Memory | None:
+        """One memory by id, if this run's scope may read it."""
+        for memory in self.memories:
+            if memory.id == memory_id:
+                return memory
+        return self.reader(memory_id) if self.reader else None
+
+    def vote(self, memory_id: str, direction: str) -> Vote:
+        """Up-vote a memory you checked and found true, down-vote one you found wrong."""
+        vote = Vote(memory_id, direction)
+        self.votes.append(vote)
+        return vote
+
+    def spawn(
+        self,
+        agent: str,
+        *,
+        name: str = "",
+        goal: str = "",
+        payload: Mapping[str, Any] | None = None,
+        time_limit: int | None = None,
+    ) -> Subagent:
+        """Start a subagent run now; this run may finish before it does."""
+        if self.spawner is None:
+            raise RuntimeError("this run cannot spawn subagents (no spawner configured)")
+        request = SpawnRequest(
+            name=name or f"{agent}-{len(self.subagents) + 1}",
+            agent=agent,
+            goal=goal,
+            payload=dict(payload or {}),
+            time_limit=time_limit,
+        )
+        child = self.spawner(request)
+        self.subagents.append(child)
+        return child
+
+    def cancelled(self) -> bool:
+        """Whether someone (the parent, the operator) asked this run to stop."""
+        return bool(self.cancel_check and self.cancel_check())
+
+    def check_cancelled(self) -> None:
+        if self.cancelled():
+            raise RunCancelled("cancel requested")
+
 
 Agent = Callable[[RunContext], AgentResult | None]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """A configured agent: its name, its adapter and the adapter's target."""
+
+    name: str
+    adapter: str  # python | command | llm
+    target: str
+
+    @classmethod
+    def parse(cls, name: str, raw: str) -> AgentSpec:
+        prefix, sep, rest = raw.partition(":")
+        if sep and prefix in ADAPTERS and rest.strip():
+            return cls(name, prefix, rest.strip())
+        return cls(name, "python", raw.strip())
 
 
 def known_agents(configured: Mapping[str, str]) -> dict[str, str]:
     return {**BUILTIN_AGENTS, **configured}
 
 
-def resolve(name: str, configured: Mapping[str, str]) -> Agent:
-    """The callable for agent `name`; `UnknownAgentError` if it is not configured."""
+def spec_of(name: str, configured: Mapping[str, str]) -> AgentSpec:
     agents = known_agents(configured)
     if name not in agents:
         raise UnknownAgentError(name, list(agents))
-    module_name, _, attribute = agents[name].partition(":")
+    return AgentSpec.parse(name, agents[name])
+
+
+def resolve(name: str, configured: Mapping[str, str], settings: Settings | None = None) -> Agent:
+    """The callable for agent `name`; `UnknownAgentError` if it is not configured."""
+    spec = spec_of(name, configured)
+    known = list(known_agents(configured))
+    if spec.adapter == "command":
+        from workers.adapters.command import CommandAgent
+
+        try:
+            return CommandAgent.from_target(spec.target, settings)
+        except ValueError as error:
+            raise UnknownAgentError(name, known, str(error)) from None
+    if spec.adapter == "llm":
+        from workers.adapters.llm import LlmAgent
+
+        return LlmAgent.from_target(spec.target, settings)
+    module_name, _, attribute = spec.target.partition(":")
     try:
         target = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as error:
-        raise UnknownAgentError(name, list(agents)) from error
+    except (ImportError, AttributeError, ValueError) as error:
+        raise UnknownAgentError(name, known, f"cannot import {spec.target}") from error
     if not callable(target):
-        raise UnknownAgentError(name, list(agents))
+        raise UnknownAgentError(name, known, f"{spec.target} is not callable")
     return target

@@ -14,9 +14,9 @@ from celery import Celery
 from kombu import Exchange, Queue
 
 from workers.settings import Settings
+from workers.sharding import write_queues
 
 RUNS_QUEUE = "runs"
-WRITE_QUEUE = "memory.write"
 MAINTENANCE_QUEUE = "maintenance"
 
 RUN_TASK = "nightshift.run"
@@ -29,18 +29,18 @@ def create_app(settings: Settings) -> Celery:
         "nightshift",
         broker=settings.broker_url,
         backend=settings.result_backend,
-        include=["workers.tasks"],
+        include=["workers.tasks", "workers.maintenance"],
     )
     app.conf.update(
         task_queues=[
             Queue(name, Exchange(name), routing_key=name)
-            for name in (RUNS_QUEUE, WRITE_QUEUE, MAINTENANCE_QUEUE)
+            for name in (RUNS_QUEUE, *write_queues(settings.writer_shards), MAINTENANCE_QUEUE)
         ],
         task_default_queue=RUNS_QUEUE,
         task_routes={
             RUN_TASK: {"queue": RUNS_QUEUE, "routing_key": RUNS_QUEUE},
-            WRITE_TASK: {"queue": WRITE_QUEUE, "routing_key": WRITE_QUEUE},
             REAP_TASK: {"queue": MAINTENANCE_QUEUE, "routing_key": MAINTENANCE_QUEUE},
+            "nightshift.maintain.*": {"queue": MAINTENANCE_QUEUE, "routing_key": MAINTENANCE_QUEUE},
         },
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -62,10 +62,27 @@ def create_app(settings: Settings) -> Celery:
                 "schedule": timedelta(seconds=settings.reaper_interval),
                 "options": {"queue": MAINTENANCE_QUEUE, "expires": settings.reaper_interval * 2},
             },
+            **{  # workers/maintenance.py: one pass over every tenant, a tenant at a time
+                f"nightshift-maintain-{job}": {
+                    "task": f"nightshift.maintain.{job}",
+                    "schedule": timedelta(seconds=seconds),
+                    "options": {"queue": MAINTENANCE_QUEUE, "expires": seconds},
+                }
+                for job, seconds in (
+                    ("consolidate", settings.consolidate_interval),
+                    ("expire", settings.expire_interval),
+                    ("decay", settings.decay_interval),
+                    ("purge", settings.purge_interval),
+                )
+            },
         },
         timezone="UTC",
         enable_utc=True,
     )
+    if settings.broker_url.startswith(("redis://", "rediss://", "sqs://")):
+        app.conf.broker_transport_options = {
+            "visibility_timeout": settings.broker_visibility_timeout
+        }
     if settings.embedded_broker:
         folder = settings.broker_folder
         for sub in ("queue", "control", "processed"):

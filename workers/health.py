@@ -19,12 +19,10 @@ from sqlalchemy import func, select
 from memory.engine import safe_url
 from memory.records import Status
 from memory.tables import memories, receipts
+from schedules import lease as lease_queries
 from workers import schema
-from workers.app import MAINTENANCE_QUEUE, RUNS_QUEUE, WRITE_QUEUE
 from workers.runtime import Runtime
 from workers.tables import runs
-
-QUEUES = (RUNS_QUEUE, WRITE_QUEUE, MAINTENANCE_QUEUE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +76,7 @@ def queue_depths(app: Celery) -> dict[str, int]:
     with app.connection_for_read() as conn:
         conn.ensure_connection(max_retries=1, timeout=3)
         channel = conn.default_channel
-        for queue in QUEUES:
+        for queue in (q.name for q in app.conf.task_queues):
             try:
                 depths[queue] = channel.queue_declare(queue, passive=True).message_count
             except ChannelError:
@@ -100,6 +98,20 @@ def consumers(app: Celery, timeout: float = 2.0) -> tuple[Check, Check]:
     return (
         Check("run workers", bool(run_workers), f"{len(run_workers)} answering", run_workers),
         Check("memory writer", bool(writers), f"{len(writers)} answering", writers),
+    )
+
+
+def leading_beat(rt: Runtime, now: datetime) -> Check:
+    with rt.engine.connect() as conn:
+        lease = lease_queries.current(conn)
+    if lease is None:
+        return Check("leading beat", False, "no beat has ever led (start `nightshift beat`)")
+    if not lease.live(now):
+        ago = (now - lease.expires_at).total_seconds()
+        return Check("leading beat", False, f"{lease.holder}'s lease lapsed {ago:.0f}s ago")
+    left = (lease.expires_at - now).total_seconds()
+    return Check(
+        "leading beat", True, f"{lease.holder} (term {lease.term}, lease {left:.0f}s)", lease.holder
     )
 
 
@@ -131,6 +143,7 @@ def report(rt: Runtime, app: Celery, now: datetime, *, max_write_lag: float = 30
         checks.append(Check("workers", False, f"{type(error).__name__}: {error}"))
     db_ok = checks[0].ok
     if db_ok:
+        checks.append(probe("leading beat", lambda: leading_beat(rt, now)))
         lag = oldest_pending_write(rt, now)
         checks.append(
             Check(

@@ -1,6 +1,11 @@
-"""One run, start to finish: claim → sandbox → load → project → agent → submit → record.
+"""One run, start to finish: claim the run row, then run the agent inside its hooks.
 
-The sandbox is deleted on every path out of `execute`: success, an agent's
+    claim → [record · time limit · resolve · sandbox · write-back · goal · load ·
+             projection · subagents] around the agent → finish
+
+Claiming is the precondition (a second delivery finds the run taken and does
+nothing); everything else is a hook in `workers/hooks/`, called in the order of
+`default_hooks()`. The sandbox is deleted on every path out: success, an agent's
 exception, a soft time limit. A hard kill cannot run `finally`; the reaper's
 sweep removes what it leaves. Memory candidates leave the run only through
 `submit` (the memory-writer queue); this module never writes memory itself.
@@ -10,140 +15,92 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
 
 from memory.engine import retrying
-from memory.records import Candidate, Scope, content_hash
-from memory.secrets import redact
-from memory.store import LoadBounds
-from workers import runs
-from workers.agents import AgentResult, RunContext, Trigger, UnknownAgentError, resolve
-from workers.projection import project
-from workers.runs import Run, RunStatus
+from workers import runs, sandbox
+from workers.hooks import Hook, run_hooks
+from workers.hooks.goal import GoalHook
+from workers.hooks.load import LoadHook
+from workers.hooks.projection import ProjectionHook
+from workers.hooks.record import RecordHook
+from workers.hooks.resolve import ResolveHook
+from workers.hooks.sandbox import SandboxHook
+from workers.hooks.state import Clock, RunState, SpawnFn, SubmitFn
+from workers.hooks.time_limit import TimeLimitHook
+from workers.hooks.write_back import WriteBackHook
+from workers.runs import Run
 from workers.runtime import Runtime
-from workers.sandbox import sandbox
+from workers.subagents import SubagentHook
 
 log = logging.getLogger(__name__)
-
-Submit = Callable[[str, str, list[dict[str, Any]]], None]
-Clock = Callable[[], datetime]
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
     key: str
-    status: str  # a RunStatus, or "skipped" when another worker has (or had) the run
+    status: str  # a RunStatus, "skipped" (another worker has or had it) or "queued" (retry)
     loaded: int = 0
     candidates: int = 0
     summary: str = ""
     error: str = ""
+    timings: Mapping[str, float] = field(default_factory=dict)
+
+
+def default_hooks(time_limit_errors: tuple[type[BaseException], ...] = ()) -> list[Hook]:
+    """The lifecycle, in order. `after_run` runs in reverse: write-back before the sandbox
+    goes, the record last of all."""
+    return [
+        RecordHook(),
+        TimeLimitHook(time_limit_errors),
+        ResolveHook(),
+        SandboxHook(),
+        WriteBackHook(),
+        GoalHook(),
+        LoadHook(),
+        ProjectionHook(),
+        SubagentHook(),
+    ]
 
 
 def execute(
     rt: Runtime,
     key: str,
     *,
-    submit: Submit,
+    submit: SubmitFn,
     clock: Clock,
     time_limit_errors: tuple[type[BaseException], ...] = (),
+    spawn: SpawnFn | None = None,
+    hooks: Sequence[Hook] | None = None,
 ) -> Outcome:
     owner = rt.worker_id
     lease = timedelta(seconds=rt.settings.lease_seconds)
-    run = _claim(rt, key, owner, clock(), lease)
+    planned = str(sandbox.plan(rt.settings.sandbox_root, key))
+    run = _claim(rt, key, owner, clock, lease, planned)
     if run is None:
         return Outcome(key, "skipped", summary="already claimed or finished")
-    status, error, summary, submitted, loaded = RunStatus.FAILED, "", "", 0, 0
-    handle = f"write:{key}"
+    state = RunState(rt=rt, run=run, owner=owner, clock=clock, submit=submit, spawn=spawn)
     with _LeaseKeeper(rt, key, owner, lease, clock):
-        try:
-            with sandbox(rt.settings.sandbox_root, key) as box:
-                agent = resolve(run.agent, rt.settings.agents)
-                ctx = _context(rt, run, box)
-                loaded = len(ctx.memories)
-                result = agent(ctx) or AgentResult()
-                candidates = [
-                    _with_idempotency(c, key) for c in (*ctx.candidates, *result.candidates)
-                ]
-                if candidates:
-                    submit(handle, key, [c.to_json() for c in candidates])
-                status, summary, submitted = RunStatus.SUCCEEDED, result.summary, len(candidates)
-        except time_limit_errors:
-            status, error = RunStatus.TIMED_OUT, f"time limit of {run.time_limit}s exceeded"
-        except UnknownAgentError as e:
-            error = str(e)
-        except Exception as e:  # an agent may raise anything; the run records it
-            error = redact(f"{type(e).__name__}: {e}")
-            log.exception("run failed", extra={"action": "run.failed", "run_key": key})
-    _finish(
-        rt,
+        run_hooks(state, default_hooks(time_limit_errors) if hooks is None else hooks)
+    return Outcome(
         key,
-        owner,
-        clock(),
-        status=status,
-        candidates=submitted,
-        write_handle=handle if submitted else "",
-        summary=redact(summary),
-        error=error,
+        state.status.value,
+        state.loaded_count,
+        state.submitted,
+        state.result.summary,
+        state.error,
+        dict(state.timings),
     )
-    return Outcome(key, status.value, loaded, submitted, summary, error)
-
-
-def _context(rt: Runtime, run: Run, box: Any) -> RunContext:
-    scope = Scope(run.tenant, run.user, run.agent)
-    trigger = Trigger(
-        kind=run.trigger_kind,
-        origin=run.trigger_origin,
-        fire_time=run.fire_time,
-        payload=run.payload,
-    )
-    bounds = LoadBounds(limit=rt.settings.load_limit, max_chars=rt.settings.load_max_chars)
-    loaded = rt.store.load(scope, goal=run.goal, trigger=_trigger_text(run), bounds=bounds)
-    project(box, loaded, goal=run.goal, trigger=trigger)
-    with rt.engine.begin() as conn:
-        runs.record_start(conn, run.key, sandbox=str(box), loaded_ids=loaded.ids)
-    return RunContext(
-        run_key=run.key,
-        agent=run.agent,
-        scope=scope,
-        goal=run.goal,
-        trigger=trigger,
-        memories=(*loaded.hot, *loaded.ranked),
-        sandbox=box,
-        schedule=run.schedule,
-    )
-
-
-def _trigger_text(run: Run) -> str:
-    """Words of the payload for ranking only; bounded so a huge payload costs nothing."""
-    words = [str(v) for v in run.payload.values() if isinstance(v, str | int | float)]
-    return " ".join(words)[:2000]
-
-
-def _with_idempotency(candidate: Candidate, run_key: str) -> Candidate:
-    """Default key: the run key and the slot, so a re-run of the same key writes nothing new."""
-    if candidate.idempotency_key:
-        return candidate
-    slot = candidate.key or content_hash(candidate.content)
-    return candidate.replace(idempotency_key=f"{run_key}:{slot}")
 
 
 @retrying()
-def _claim(rt: Runtime, key: str, owner: str, now: datetime, lease: timedelta) -> Run | None:
+def _claim(
+    rt: Runtime, key: str, owner: str, clock: Clock, lease: timedelta, box: str
+) -> Run | None:
     with rt.engine.begin() as conn:
-        return runs.claim(conn, key, owner, now, lease)
-
-
-@retrying()
-def _finish(rt: Runtime, key: str, owner: str, now: datetime, **outcome: Any) -> None:
-    with rt.engine.begin() as conn:
-        if not runs.finish(conn, key, owner, now, **outcome):
-            log.warning(
-                "lost the lease before finishing; another worker owns the run",
-                extra={"action": "run.lease_lost", "run_key": key},
-            )
+        return runs.claim(conn, key, owner, clock(), lease, sandbox=box)
 
 
 class _LeaseKeeper:

@@ -10,8 +10,10 @@ The projection is a copy: nothing in it is read back after the run.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
+from memory.goals import Attempt
 from memory.loading import Loaded
 from memory.records import Memory
 from workers.agents import Trigger
@@ -22,12 +24,14 @@ UNTRUSTED_NOTE = (
 )
 
 
-def project(box: Path, loaded: Loaded, *, goal: str, trigger: Trigger) -> None:
+def project(
+    box: Path, loaded: Loaded, *, goal: str, trigger: Trigger, attempts: Sequence[Attempt] = ()
+) -> None:
     folder = box / "memory"
     folder.mkdir()
     for memory in (*loaded.hot, *loaded.ranked):
         (folder / f"{memory.id}.md").write_text(_memory_file(memory), encoding="utf-8")
-    (box / "AGENTS.md").write_text(_agents_md(loaded, goal, trigger), encoding="utf-8")
+    (box / "AGENTS.md").write_text(_agents_md(loaded, goal, trigger, attempts), encoding="utf-8")
     (box / "trigger.json").write_text(
         json.dumps(
             {
@@ -57,13 +61,19 @@ def _memory_file(memory: Memory) -> str:
     return "\n".join(lines)
 
 
-def _agents_md(loaded: Loaded, goal: str, trigger: Trigger) -> str:
+def _agents_md(loaded: Loaded, goal: str, trigger: Trigger, attempts: Sequence[Attempt]) -> str:
     out = [
         "# Run brief",
         "",
         f"Goal: {goal or '(none)'}",
-        f"Trigger: {trigger.kind} ({trigger.origin})",
+        f"Trigger: {trigger.kind} ({trigger.origin}); its payload is in trigger.json, untrusted",
         "",
+    ]
+    if attempts:
+        out += ["## Earlier attempts at this goal (newest first)", ""]
+        out += [f"- {a.outcome}: {a.tried}" for a in attempts]
+        out += [""]
+    out += [
         "## Hot memory",
         "",
         UNTRUSTED_NOTE,

@@ -29,9 +29,21 @@ class RunStatus(enum.StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"  # the agent, or its parent, cancelled it
+    PARTIAL = "partial"  # finished, but some of its output was refused (see `error`)
+    REJECTED = "rejected"  # finished, but broke a sandbox rule; none of its output was kept
 
 
-FINISHED = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.TIMED_OUT})
+FINISHED = frozenset(
+    {
+        RunStatus.SUCCEEDED,
+        RunStatus.FAILED,
+        RunStatus.TIMED_OUT,
+        RunStatus.CANCELLED,
+        RunStatus.PARTIAL,
+        RunStatus.REJECTED,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +61,8 @@ class RunRequest:
     fire_time: datetime | None = None
     payload: dict[str, Any] = field(default_factory=dict)
     time_limit: int = 600
+    parent_key: str = ""  # set for a subagent run: the run that spawned it
+    subagent: str = ""  # the subagent's name within its parent
 
     def row(self, now: datetime) -> dict[str, Any]:
         return {
@@ -65,6 +79,8 @@ class RunRequest:
             "time_limit": self.time_limit,
             "status": RunStatus.QUEUED.value,
             "enqueued_at": now,
+            "parent_key": self.parent_key,
+            "subagent": self.subagent,
         }
 
 
@@ -92,6 +108,9 @@ class Run:
     write_handle: str
     summary: str
     error: str
+    parent_key: str = ""
+    subagent: str = ""
+    cancel_requested: bool = False
 
     @classmethod
     def from_row(cls, row: Any) -> Run:
@@ -118,6 +137,9 @@ class Run:
             write_handle=row["write_handle"],
             summary=row["summary"],
             error=row["error"],
+            parent_key=row["parent_key"],
+            subagent=row["subagent"],
+            cancel_requested=bool(row["cancel_requested"]),
         )
 
     @property
@@ -140,26 +162,36 @@ def create(conn: Connection, requests: Sequence[RunRequest], now: datetime) -> l
     return insert_ignoring_conflicts(conn, runs, [r.row(now) for r in requests], returning="key")
 
 
-def claim(conn: Connection, key: str, owner: str, now: datetime, lease: timedelta) -> Run | None:
-    """Take the run if it is queued or its lease lapsed; None if someone else has it."""
+def claim(
+    conn: Connection, key: str, owner: str, now: datetime, lease: timedelta, *, sandbox: str = ""
+) -> Run | None:
+    """Take the run if it is queued or its lease lapsed; None if someone else has it.
+
+    `sandbox` is the path the run's sandbox will have: recorded with the claim, before
+    the directory exists, so the sweep never mistakes a live sandbox for an orphan.
+    """
     claimable = or_(
         runs.c.status == RunStatus.QUEUED.value,
         and_(runs.c.status == RunStatus.RUNNING.value, runs.c.lease_expires_at < now),
     )
-    result = conn.execute(
-        update(runs)
-        .where(runs.c.key == key, claimable)
-        .values(
-            status=RunStatus.RUNNING.value,
-            lease_owner=owner,
-            lease_expires_at=now + lease,
-            attempts=runs.c.attempts + 1,
-            started_at=now,
+    row = (
+        conn.execute(
+            update(runs)
+            .where(runs.c.key == key, claimable)
+            .values(
+                status=RunStatus.RUNNING.value,
+                lease_owner=owner,
+                lease_expires_at=now + lease,
+                attempts=runs.c.attempts + 1,
+                started_at=now,
+                sandbox=sandbox,
+            )
+            .returning(*runs.c)  # one round trip (PostgreSQL; SQLite ≥ 3.35)
         )
+        .mappings()
+        .first()
     )
-    if result.rowcount != 1:
-        return None
-    return get(conn, key)
+    return Run.from_row(row) if row else None
 
 
 def renew(conn: Connection, key: str, owner: str, now: datetime, lease: timedelta) -> bool:
@@ -196,8 +228,10 @@ def finish(
     write_handle: str = "",
     summary: str = "",
     error: str = "",
+    loaded_ids: Sequence[str] | None = None,
 ) -> bool:
-    """Record the outcome, only if we still hold the run."""
+    """Record the outcome (and what the run was given), only if we still hold the run."""
+    given = {} if loaded_ids is None else {"loaded_ids": json.dumps(list(loaded_ids))}
     result = conn.execute(
         update(runs)
         .where(
@@ -211,6 +245,21 @@ def finish(
             write_handle=write_handle,
             summary=summary[:2000],
             error=error[:4000],
+            **given,
+        )
+    )
+    return result.rowcount == 1
+
+
+def release(conn: Connection, key: str, owner: str, now: datetime) -> bool:
+    """Give a run we hold back to the queue (a transient failure); it runs again later."""
+    result = conn.execute(
+        update(runs)
+        .where(
+            runs.c.key == key, runs.c.lease_owner == owner, runs.c.status == RunStatus.RUNNING.value
+        )
+        .values(
+            status=RunStatus.QUEUED.value, lease_owner="", lease_expires_at=None, enqueued_at=now
         )
     )
     return result.rowcount == 1
@@ -288,3 +337,39 @@ def running_sandboxes(conn: Connection, now: datetime) -> set[str]:
         runs.c.status == RunStatus.RUNNING.value, runs.c.lease_expires_at >= now
     )
     return {s for s in conn.execute(query).scalars() if s}
+
+
+def children(conn: Connection, parent_key: str) -> list[Run]:
+    """The subagent runs `parent_key` spawned, oldest first."""
+    query = (
+        select(runs).where(runs.c.parent_key == parent_key).order_by(runs.c.enqueued_at, runs.c.key)
+    )
+    return [Run.from_row(r) for r in conn.execute(query).mappings()]
+
+
+def request_cancel(conn: Connection, key: str, now: datetime) -> RunStatus | None:
+    """Cancel run `key`: a queued run ends at once, a running one is asked to stop.
+
+    Returns the run's status after the call (None if there is no such run). A run
+    asked to stop finishes as `cancelled` whatever its agent returns, so a parent's
+    cancel is never lost to a race with its child finishing.
+    """
+    conn.execute(
+        update(runs)
+        .where(runs.c.key == key, runs.c.status == RunStatus.QUEUED.value)
+        .values(
+            status=RunStatus.CANCELLED.value, finished_at=now, error="cancelled before it started"
+        )
+    )
+    conn.execute(
+        update(runs)
+        .where(runs.c.key == key, runs.c.status == RunStatus.RUNNING.value)
+        .values(cancel_requested=True)
+    )
+    found = get(conn, key)
+    return found.status if found else None
+
+
+def cancel_requested(conn: Connection, key: str) -> bool:
+    query = select(runs.c.cancel_requested).where(runs.c.key == key)
+    return bool(conn.execute(query).scalar())

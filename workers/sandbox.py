@@ -8,12 +8,14 @@ reaper and worker start-up call it.
 
 from __future__ import annotations
 
+import os
 import re
+import secrets
 import shutil
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -23,12 +25,40 @@ def sandbox_prefix(run_key: str) -> str:
     return _UNSAFE.sub("_", run_key)[:80] + "-"
 
 
+def plan(root: str | Path, run_key: str) -> Path:
+    """The path a new sandbox for `run_key` will have (unique; not created yet)."""
+    return Path(root).resolve() / f"{sandbox_prefix(run_key)}{secrets.token_hex(6)}"
+
+
+def make(root: str | Path, run_key: str, path: Path | None = None) -> Path:
+    """A new private (0700) directory under `root` for one run, at `path` if planned.
+
+    The caller removes it. An existing directory is never reused.
+    """
+    base = Path(root)
+    base.mkdir(parents=True, exist_ok=True)
+    if path is None:
+        return Path(tempfile.mkdtemp(prefix=sandbox_prefix(run_key), dir=base))
+    path.mkdir(mode=0o700)
+    return path
+
+
+def size(path: Path, *, stop_after: int | None = None) -> int:
+    """Bytes of regular files under `path` (symlinks not followed); stops early past `stop_after`."""
+    total = 0
+    for folder, _dirs, files in os.walk(path):
+        for name in files:
+            with suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+            if stop_after is not None and total > stop_after:
+                return total
+    return total
+
+
 @contextmanager
 def sandbox(root: str | Path, run_key: str) -> Iterator[Path]:
     """A new private directory under `root` for one run; removed when the block ends."""
-    base = Path(root)
-    base.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix=sandbox_prefix(run_key), dir=base))
+    path = make(root, run_key)
     try:
         yield path
     finally:

@@ -10,6 +10,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
+import memory.maintenance_tables  # noqa: F401  (registers its tables on memory.tables.metadata)
 import memory.tables
 import schedules.tables
 import workers.tables

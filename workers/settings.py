@@ -39,11 +39,30 @@ class Settings:
     load_limit: int = 20
     load_max_chars: int = 8000
     max_payload_bytes: int = 65536
+    agent_rules: str = ""  # a .toml/.json file of agent memory attachments (memory.attachment)
     beat_reload_seconds: float = 2.0
+    beat_lease_seconds: float = 10.0  # a standby takes over within this (+1 s) of a leader's death
     flower_port: int = 5555
+    sandbox_max_bytes: int = 64 * 1024 * 1024  # a run's sandbox may not grow past this
+    sandbox_sweep_age: float = 10.0  # seconds before an unleased sandbox may be swept
+    command_env: str = ""  # extra NAME=value;… passed to command agents (nothing else is)
+    llm_base_url: str = ""  # an OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1
+    llm_api_key: str = ""
+    llm_max_steps: int = 8  # tool-calling rounds per run
+    llm_max_tokens: int = 20000  # total tokens (prompt + completion) per run
     flower_basic_auth: str = ""  # user:password; empty: generated on first start
     flower_max_tasks: int = 10000
     metrics_port: int = 9808
+    writer_shards: int = 1
+    # Redis redelivers an unacknowledged message after this; runs are protected by their
+    # lease, so it can be short, and a killed writer's batch comes back within it.
+    broker_visibility_timeout: int = 300
+    memory_ttl: str = ""  # TTL days per kind/layer, e.g. "default=90;episode=30" (each 7–180)
+    purge_after_days: int = 30  # expired memories are deleted for good this long after expiry
+    consolidate_interval: float = 3600.0  # seconds between maintenance passes on beat
+    expire_interval: float = 900.0
+    decay_interval: float = 3600.0
+    purge_interval: float = 86400.0
 
     def __post_init__(self) -> None:
         data = self.data_dir.resolve()
@@ -62,6 +81,7 @@ class Settings:
             "load_limit",
             "load_max_chars",
             "max_payload_bytes",
+            "writer_shards",
         ):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{PREFIX}{name.upper()} must be positive")

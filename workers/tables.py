@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Index, Integer, MetaData, String, Table, Text
+from sqlalchemy import Boolean, Column, Index, Integer, MetaData, String, Table, Text
 
 from memory.tables import Timestamp
 
@@ -35,7 +35,12 @@ runs = Table(
     Column("write_handle", String(300), nullable=False, server_default=""),
     Column("summary", Text, nullable=False, server_default=""),
     Column("error", Text, nullable=False, server_default=""),
+    # 0002_runs: subagents (a child run names its parent) and cooperative cancellation.
+    Column("parent_key", String(255), nullable=False, server_default=""),
+    Column("subagent", String(128), nullable=False, server_default=""),
+    Column("cancel_requested", Boolean, nullable=False, server_default="0"),
 )
 Index("ix_ns_runs_status_lease", runs.c.status, runs.c.lease_expires_at)
 Index("ix_ns_runs_schedule", runs.c.schedule, runs.c.enqueued_at)
 Index("ix_ns_runs_enqueued", runs.c.enqueued_at)
+Index("ix_ns_runs_parent", runs.c.parent_key)

@@ -13,13 +13,17 @@ from celery.signals import worker_ready
 from memory.engine import retrying
 from memory.records import Candidate
 from workers import runs, writer
-from workers.app import RUN_TASK, WRITE_QUEUE, WRITE_TASK
-from workers.enqueue import resend, task_id
+from workers.app import RUN_TASK, WRITE_TASK
+from workers.enqueue import enqueue, resend, task_id
 from workers.lifecycle import execute
+from workers.runs import RunRequest, RunStatus
 from workers.runtime import runtime_of
 from workers.sandbox import sweep
+from workers.sharding import write_queue
 
 log = logging.getLogger(__name__)
+
+RUN_RETRIES = 5
 
 
 def utcnow() -> datetime:
@@ -28,20 +32,37 @@ def utcnow() -> datetime:
 
 @shared_task(bind=True, name=RUN_TASK, acks_late=True, reject_on_worker_lost=True)
 def run(self: Task, key: str) -> dict[str, Any]:
-    """Execute run `key`. A second delivery of the same key finds it claimed and does nothing."""
+    """Execute run `key`. A second delivery of the same key finds it claimed and does nothing.
+
+    A transient failure (database or broker unreachable) puts the run row back to
+    `queued` and retries the task with backoff; past the retries, the reaper
+    re-sends it after `NIGHTSHIFT_REQUEUE_AFTER`.
+    """
     rt = runtime_of(self.app)
 
-    def submit(handle: str, run_key: str, candidates: list[dict[str, Any]]) -> None:
+    def submit(
+        handle: str, run_key: str, candidates: list[dict[str, Any]], *, tenant: str, **extra: Any
+    ) -> None:
         self.app.send_task(
             WRITE_TASK,
             args=[handle, run_key, candidates],
+            kwargs=extra,
             task_id=task_id(handle),
-            queue=WRITE_QUEUE,
+            queue=write_queue(tenant, rt.settings.writer_shards),
             argsrepr=f"(handle={handle!r}, candidates={len(candidates)})",
+            kwargsrepr=f"(votes={len(extra.get('votes', ()))})",
         )
 
+    def spawn(request: RunRequest) -> None:
+        enqueue(self.app, [request], utcnow())
+
     outcome = execute(
-        rt, key, submit=submit, clock=utcnow, time_limit_errors=(SoftTimeLimitExceeded,)
+        rt,
+        key,
+        submit=submit,
+        clock=utcnow,
+        time_limit_errors=(SoftTimeLimitExceeded,),
+        spawn=spawn,
     )
     log.info(
         "run %s: %s",
@@ -49,20 +70,73 @@ def run(self: Task, key: str) -> dict[str, Any]:
         outcome.status,
         extra={"action": "run.done", "run_key": key, "status": outcome.status},
     )
+    if outcome.status == RunStatus.QUEUED.value and self.request.retries < RUN_RETRIES:
+        raise self.retry(countdown=min(2**self.request.retries, 30), max_retries=RUN_RETRIES)
     return {
         "key": key,
         "status": outcome.status,
         "loaded": outcome.loaded,
         "candidates": outcome.candidates,
+        "timings": dict(outcome.timings),
     }
 
 
 @shared_task(bind=True, name=WRITE_TASK, acks_late=True, reject_on_worker_lost=True)
-def write(self: Task, handle: str, run_key: str, candidates: list[dict[str, Any]]) -> dict:
-    """Apply a run's candidates through the gate, in one transaction; commit, then ack."""
+def write(
+    self: Task,
+    handle: str,
+    run_key: str,
+    candidates: list[dict[str, Any]],
+    votes: list[dict[str, Any]] | None = None,
+    followups: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Apply a run's write message; each batch in one transaction; commit, then ack.
+
+    The message (args, then kwargs):
+
+        handle      "write:<run key>": the receipt handle of the main batch
+        run_key     the run that wrote it
+        candidates  [Candidate.to_json(), …]: the agent's candidates (may be empty)
+        votes       [{"memory_id": …, "direction": "up"|"down", "voter": agent,
+                      "run_id": run key}, …] (`memory.reinforcement.Vote`)
+        followups   [{"handle": "attempt:<run key>", "candidates": […]}, …]: batches
+                    the run adds itself (its goal attempt), each with its own receipt
+
+    Every batch is idempotent by its handle, so a redelivered message changes nothing;
+    the votes are applied last, as one batch with handle `votes:<handle>`.
+    """
     rt = runtime_of(self.app)
-    receipt = writer.apply(rt, handle, [Candidate.from_json(c) for c in candidates])
-    return {"handle": handle, "run": run_key, "counts": receipt.counts()}
+    counts: dict[str, int] = {}
+    if candidates:
+        receipt = writer.apply(rt, handle, [Candidate.from_json(c) for c in candidates])
+        counts = receipt.counts()
+    for batch in followups or ():
+        writer.apply(rt, batch["handle"], [Candidate.from_json(c) for c in batch["candidates"]])
+    return {
+        "handle": handle,
+        "run": run_key,
+        "counts": counts,
+        "votes": _apply_votes(rt, handle, votes or []),
+    }
+
+
+def _apply_votes(rt: Any, handle: str, votes: list[dict[str, Any]]) -> int:
+    """The message's votes, one batch (handle `votes:<write handle>`), after its candidates."""
+    if not votes:
+        return 0
+    try:
+        from memory.reinforcement import Vote
+        from workers.maintenance import apply_vote_batch
+    except ImportError:  # reinforcement not installed in this tree: count and ignore
+        log.info(
+            "votes received; memory.reinforcement is not available, so ignored",
+            extra={"action": "write.votes_ignored", "handle": handle, "votes": len(votes)},
+        )
+        return 0
+    report = apply_vote_batch(
+        rt.engine, f"votes:{handle}", [Vote.from_json(v) for v in votes], utcnow()
+    )
+    return report.applied
 
 
 @shared_task(bind=True, name="nightshift.reap", acks_late=True)
@@ -98,7 +172,7 @@ def _requeue(rt: Any, now: datetime) -> list[str]:
 def _sweep(rt: Any, now: datetime) -> int:
     with rt.engine.connect() as conn:
         alive = runs.running_sandboxes(conn, now)
-    return len(sweep(rt.settings.sandbox_root, alive))
+    return len(sweep(rt.settings.sandbox_root, alive, min_age=rt.settings.sandbox_sweep_age))
 
 
 @worker_ready.connect

@@ -2,7 +2,9 @@
 
 It runs as the consumer of the `memory.write` queue (concurrency 1 per shard, so
 one writer per scope); the store judges every candidate through the policy gate
-and applies the batch in one transaction before the task is acknowledged.
+with the writing agent's attachment (`NIGHTSHIFT_AGENT_RULES`, see
+`memory.attachment`) and applies the batch in one transaction before the task is
+acknowledged.
 """
 
 from __future__ import annotations
@@ -11,17 +13,20 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from memory.policy import AgentRules
+from memory.attachment import from_path
 from memory.receipts import WriteReceipt
 from memory.records import Candidate
 
 log = logging.getLogger(__name__)
 
+OPERATOR_HANDLE_PREFIX = "cli:"
+"""Handles of writes submitted by the operator's `nightshift memory write`."""
+
 
 def apply(rt: Any, handle: str, candidates: Sequence[Candidate]) -> WriteReceipt:
-    receipt = rt.store.apply(
-        candidates, handle=handle, actor="writer", rules_for=lambda agent: AgentRules.default()
-    )
+    rules_for = from_path(rt.settings.agent_rules)
+    actor = "operator-cli" if handle.startswith(OPERATOR_HANDLE_PREFIX) else "writer"
+    receipt = rt.store.apply(candidates, handle=handle, actor=actor, rules_for=rules_for)
     log.info(
         "write %s applied",
         handle,

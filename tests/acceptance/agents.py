@@ -25,3 +25,48 @@ def gated(ctx: RunContext) -> AgentResult:
     )
     ctx.remember("payments queue depth 12", source="observed", reference="queue#2")
     return AgentResult(summary="checked")
+
+
+def planner(ctx: RunContext) -> AgentResult:
+    """Starts two researchers and cancels the second; finishes before either does."""
+    ctx.spawn("researcher", name="prices", goal="find the current price")
+    slow = ctx.spawn("researcher", name="history", goal="dig through old prices")
+    slow.cancel()
+    return AgentResult(summary="asked two researchers", tried="spawn two, cancel one")
+
+
+def researcher(ctx: RunContext) -> AgentResult:
+    """A subagent: `history` works until it is cancelled (or 60 s); `prices` answers at once."""
+    deadline = time.monotonic() + 60
+    while ctx.subagent == "history" and not ctx.cancelled() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ctx.remember(f"{ctx.subagent}: the price is 12 EUR", source="observed", reference="shop#1")
+    return AgentResult(summary=f"{ctx.subagent} done")
+
+
+def noop(ctx: RunContext) -> AgentResult:
+    """Does nothing: what the benchmark and the fault tests measure runs with."""
+    return AgentResult()
+
+
+def steady(ctx: RunContext) -> AgentResult:
+    """Remembers one fact named after its run, slowly enough to be killed mid-run."""
+    control = Path(os.environ["NIGHTSHIFT_TEST_CONTROL"])
+    (control / f"started-{ctx.run_key.replace('/', '_')}").write_text(str(os.getpid()))
+    deadline = time.monotonic() + float(ctx.trigger.payload.get("work_seconds", 0.3))
+    while time.monotonic() < deadline and not (control / "fast").exists():
+        time.sleep(0.02)
+    ctx.remember(f"done {ctx.run_key}", key=f"done.{ctx.run_key}", source="observed", reference="t")
+    return AgentResult(summary="done")
+
+
+def bulk(ctx: RunContext) -> AgentResult:
+    """Remembers many facts at once, so the writer spends a while on each batch."""
+    count = int(ctx.trigger.payload.get("facts", 100))
+    for j in range(count):
+        ctx.remember(
+            f"bulk fact {j} of {ctx.run_key}",
+            source="observed",
+            reference=f"bulk#{j}",
+        )
+    return AgentResult(summary=f"remembered {count}")

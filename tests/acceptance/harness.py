@@ -6,16 +6,19 @@ to let time pass.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine
 
@@ -134,3 +137,75 @@ def base_env(root: Path, database_url: str, broker_url: str | None) -> dict[str,
         env["NIGHTSHIFT_RESULT_BACKEND"] = broker_url
     (root / "control").mkdir(exist_ok=True)
     return env
+
+
+class FakeChat:
+    """A local OpenAI-compatible endpoint that replays scripted replies and keeps requests."""
+
+    def __init__(self, replies: list[dict[str, Any]]) -> None:
+        self.replies = list(replies)
+        self.requests: list[dict[str, Any]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append(
+                    {"path": self.path, "auth": self.headers["Authorization"], **body}
+                )
+                reply = outer.replies.pop(0) if outer.replies else chat_text("done")
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> FakeChat:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def chat_calls(*calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    """A chat completion that calls `calls` as tools (for `FakeChat`)."""
+    return {
+        "choices": [
+            {
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": f"call-{i}",
+                            "type": "function",
+                            "function": {"name": name, "arguments": json.dumps(args)},
+                        }
+                        for i, (name, args) in enumerate(calls)
+                    ],
+                }
+            }
+        ],
+        "usage": {"total_tokens": 100},
+    }
+
+
+def chat_text(content: str) -> dict[str, Any]:
+    """A chat completion that answers with text and no tool call: the loop's last step."""
+    return {
+        "choices": [{"message": {"role": "assistant", "content": content}}],
+        "usage": {"total_tokens": 50},
+    }

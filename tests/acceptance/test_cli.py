@@ -125,3 +125,46 @@ def test_bad_payloads_are_refused(tmp_path: Path, payload: str, message: str) ->
 def test_bad_setting_names_the_variable(tmp_path: Path) -> None:
     result = nightshift(tmp_path, "runs", env={"NIGHTSHIFT_LEASE_SECONDS": "soon"})
     assert result.returncode == 3 and "NIGHTSHIFT_LEASE_SECONDS='soon'" in result.stderr
+
+
+def test_tenant_moves_from_sqlite_to_postgresql_and_reads_the_same(tmp_path: Path) -> None:
+    from memory.engine import open_engine
+    from memory.records import Candidate, Kind, Provenance, Scope, Source
+    from memory.store import Store
+    from tests.services import postgres_database
+    from workers import schema
+
+    sqlite_url = f"sqlite:///{tmp_path / 'data' / 'nightshift.db'}"
+    store = Store(open_engine(sqlite_url))
+    schema.upgrade(store.engine)
+    for n, value in enumerate(["2027-01-01", "2027-02-01", "2027-03-01"]):
+        store.apply(
+            [
+                Candidate(
+                    scope=Scope("acme", "ana", "triage"),
+                    kind=Kind.FACT,
+                    content=f"renewal on {value}",
+                    key="renewal",
+                    provenance=Provenance(source=Source.STATED, task_id=f"t{n}"),
+                )
+            ],
+            handle=f"h{n}",
+            actor="writer",
+        )
+    store.engine.dispose()
+    scope = ["--tenant", "acme", "--user", "ana", "--agent", "triage"]
+    exported = nightshift(tmp_path, "memory", "export", "--whole-tenant", *scope)
+    assert exported.returncode == 0, exported.stderr
+    (tmp_path / "acme.jsonl").write_text(exported.stdout)
+
+    with postgres_database(empty=True) as pg_url:
+        env = {"NIGHTSHIFT_DATABASE_URL": pg_url}
+        assert nightshift(tmp_path, "db", "upgrade", env=env).returncode == 0
+        imported = nightshift(tmp_path, "memory", "import", "acme.jsonl", env=env)
+        assert imported.returncode == 0, imported.stderr
+        for view in (["show", "--all"], ["history", "renewal"]):
+            before = nightshift(tmp_path, "memory", *view, *scope)
+            after = nightshift(tmp_path, "memory", *view, *scope, env=env)
+            assert before.returncode == after.returncode == 0
+            assert after.stdout.splitlines() == before.stdout.splitlines()
+            assert before.stdout.count("renewal on") == 3

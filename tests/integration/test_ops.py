@@ -44,7 +44,7 @@ def finished_demo_run(rt: Runtime, key: str) -> None:
             ],
             datetime.now(UTC),
         )
-    execute(rt, key, submit=lambda *a: None, clock=lambda: datetime.now(UTC))
+    execute(rt, key, submit=lambda *a, **k: None, clock=lambda: datetime.now(UTC))
 
 
 def test_report_names_what_is_down_and_is_unhealthy_without_consumers(rt: Runtime) -> None:
@@ -77,3 +77,16 @@ def test_metrics_move_after_a_run(rt: Runtime) -> None:
     assert 'nightshift_queue_depth{queue="runs"} 0.0' in text
     lag = next(line for line in text.splitlines() if line.startswith("nightshift_beat_lag"))
     assert 1.5 < float(lag.split()[1]) < 60
+
+
+def test_status_names_the_leading_beat_and_notices_its_lease_lapse(rt: Runtime) -> None:
+    from schedules import lease
+
+    now = datetime.now(UTC)
+    assert not health.leading_beat(rt, now).ok
+    with rt.engine.begin() as conn:
+        lease.acquire(conn, "beat-a@host", now, timedelta(seconds=10))
+    check = health.leading_beat(rt, now + timedelta(seconds=3))
+    assert check.ok and check.value == "beat-a@host"
+    lapsed = health.leading_beat(rt, now + timedelta(seconds=40))
+    assert not lapsed.ok and "lapsed 30s ago" in lapsed.detail

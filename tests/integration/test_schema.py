@@ -14,8 +14,8 @@ from workers.migrations_filter import include_object
 pytestmark = pytest.mark.integration
 
 
-def test_migrated_schema_equals_models(database_url: str) -> None:
-    engine = open_engine(database_url)
+def test_migrated_schema_equals_models(empty_database_url: str) -> None:
+    engine = open_engine(empty_database_url)
     schema.upgrade(engine)
     with engine.connect() as conn:
         context = MigrationContext.configure(
@@ -27,8 +27,8 @@ def test_migrated_schema_equals_models(database_url: str) -> None:
     engine.dispose()
 
 
-def test_upgrade_twice_is_harmless_and_creates_full_text(database_url: str) -> None:
-    engine = open_engine(database_url)
+def test_upgrade_twice_is_harmless_and_creates_full_text(empty_database_url: str) -> None:
+    engine = open_engine(empty_database_url)
     schema.upgrade(engine)
     schema.upgrade(engine)
     names = set(inspect(engine).get_table_names())

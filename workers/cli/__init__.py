@@ -6,7 +6,9 @@ import sys
 
 # Importing a command module registers its commands on main_group.
 from workers.cli import (
+    maintain_cmds,  # noqa: F401
     memory_cmds,  # noqa: F401
+    memory_edit_cmds,  # noqa: F401
     ops_cmds,  # noqa: F401
     runs_cmds,  # noqa: F401
     schedule_cmds,  # noqa: F401

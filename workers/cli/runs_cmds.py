@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from workers import runs
+from workers import runs, subagents
 from workers.agents import UnknownAgentError, resolve
 from workers.app import create_app
 from workers.cli.base import (
@@ -107,14 +107,20 @@ def trigger(
         )
 
 
-@main_group.command("runs")
+@main_group.group("runs", invoke_without_command=True)
 @click.option("--limit", default=20, show_default=True)
 @click.option("--agent", default="")
 @click.option("--schedule", default="")
 @json_option
-@pass_context
-def list_runs(obj: Context, limit: int, agent: str, schedule: str, as_json: bool) -> None:
-    """Recent runs, newest first."""
+@click.pass_context
+def list_runs(
+    click_ctx: click.Context, limit: int, agent: str, schedule: str, as_json: bool
+) -> None:
+    """Recent runs, newest first (`nightshift runs tree RUN_KEY` for one run's subagents)."""
+    if click_ctx.invoked_subcommand is not None:
+        return
+    obj = click_ctx.find_object(Context)
+    assert obj is not None, "the root group sets the context"
     rt = connect(obj)
     with rt.engine.connect() as conn:
         found = runs.recent(conn, limit=limit, agent=agent, schedule=schedule)
@@ -137,6 +143,39 @@ def list_runs(obj: Context, limit: int, agent: str, schedule: str, as_json: bool
         ],
         empty="no runs yet",
     )
+
+
+@list_runs.command("tree")
+@click.argument("run_key")
+@click.option("--depth", default=5, show_default=True, help="How many subagent levels to show.")
+@json_option
+@pass_context
+def runs_tree(obj: Context, run_key: str, depth: int, as_json: bool) -> None:
+    """RUN_KEY and the subagent runs it started, as a tree."""
+    rt = connect(obj)
+    with rt.engine.connect() as conn:
+        root = subagents.tree(conn, run_key, depth=depth)
+    if root is None:
+        raise InvalidInput(f"no run {run_key!r} (see `nightshift runs` for keys)")
+    if as_json:
+        emit_json(_node_json(root))
+        return
+    for line in _node_lines(root, ""):
+        click.echo(line)
+
+
+def _node_json(node: subagents.TreeNode) -> dict[str, Any]:
+    return {**node.run.to_json(), "children": [_node_json(c) for c in node.children]}
+
+
+def _node_lines(node: subagents.TreeNode, indent: str) -> list[str]:
+    run = node.run
+    label = f"{run.subagent} · " if run.subagent else ""
+    detail = (run.summary or run.error)[:60]
+    lines = [f"{indent}{label}{run.key} [{run.agent}] {run.status.value}  {detail}".rstrip()]
+    for child in node.children:
+        lines += _node_lines(child, indent + "  ")
+    return lines
 
 
 def _read_payload(path: Path | None, limit: int) -> dict[str, Any]:

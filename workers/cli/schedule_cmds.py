@@ -1,4 +1,6 @@
-"""`nightshift schedules …`: apply schedule files to the database and list them."""
+"""`nightshift schedules …`: apply schedule files, and look at, pause, trigger and
+backfill applied schedules. The operations are `schedules.api.Schedules`; this
+module parses flags and prints."""
 
 from __future__ import annotations
 
@@ -6,16 +8,22 @@ import sys
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
-from schedules import catalog, timing
-from schedules.catalog import Action
+from schedules import catalog
+from schedules.api import BackfillTooLargeError, FireResult, Schedules, zone_of
+from schedules.catalog import Action, AppliedSchedule, ScheduleNotFoundError
+from schedules.definition import Overlap
 from schedules.files import LoadResult, ScheduleError, load_path
 from workers.agents import known_agents
+from workers.app import create_app
+from workers.beat import schedules_api
 from workers.cli.base import (
     EXIT_INVALID_INPUT,
     Context,
+    InvalidInput,
     connect,
     emit_json,
     emit_table,
@@ -108,31 +116,60 @@ def _with_agent_check(result: LoadResult, agents: dict[str, str]) -> LoadResult:
     return replace(result, schedules=tuple(good), errors=tuple(errors))
 
 
+def _api(obj: Context) -> Schedules:
+    rt = connect(obj)
+    return schedules_api(create_app(rt.settings), rt.engine, actor="cli")
+
+
+def _get(api: Schedules, name: str) -> AppliedSchedule:
+    try:
+        return api.get(name)
+    except ScheduleNotFoundError as error:
+        raise InvalidInput(str(error)) from None
+
+
+class InstantType(click.ParamType):
+    """An ISO 8601 date-time with a UTC offset (`2026-03-01T00:00:00+01:00`, `…Z`)."""
+
+    name = "DATETIME"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        try:
+            parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            self.fail(f"{value!r} is not an ISO 8601 date-time", param, ctx)
+        if parsed.tzinfo is None:
+            self.fail(f"{value!r} has no UTC offset; add one, e.g. {value}Z", param, ctx)
+        return parsed
+
+
+OVERLAP = click.Choice([o.value for o in Overlap])
+
+
+def _row(a: AppliedSchedule, api: Schedules) -> dict[str, Any]:
+    upcoming = [] if a.paused else api.next(a.name, 1)
+    return {
+        "name": a.name,
+        "kind": a.schedule.kind,
+        "agent": a.schedule.agent,
+        "paused": a.paused,
+        "pause_note": a.pause_note,
+        "next_fire": upcoming[0].isoformat() if upcoming else None,
+        "last_fire": a.last_fire_at.isoformat() if a.last_fire_at else None,
+        "runs_fired": a.runs_fired,
+        "source": a.schedule.source,
+    }
+
+
 @schedules.command("list")
 @json_option
 @pass_context
 def list_cmd(obj: Context, as_json: bool) -> None:
-    """Applied schedules with their next fire time."""
-    rt = connect(obj)
-    now = datetime.now(UTC)
-    with rt.engine.connect() as conn:
-        applied = catalog.all_schedules(conn)
-    rows = []
-    for a in applied:
-        nxt = None if a.paused else timing.next_fire(a.schedule, now)
-        rows.append(
-            {
-                "name": a.name,
-                "kind": a.schedule.kind,
-                "agent": a.schedule.agent,
-                "paused": a.paused,
-                "pause_note": a.pause_note,
-                "next_fire": nxt.isoformat() if nxt else None,
-                "last_fire": a.last_fire_at.isoformat() if a.last_fire_at else None,
-                "runs_fired": a.runs_fired,
-                "source": a.schedule.source,
-            }
-        )
+    """Applied schedules with their next fire time (in each schedule's time zone)."""
+    api = _api(obj)
+    rows = [_row(a, api) for a in api.all()]
     if as_json:
         emit_json(rows)
         return
@@ -146,9 +183,156 @@ def list_cmd(obj: Context, as_json: bool) -> None:
                 r["next_fire"] or "-",
                 r["last_fire"] or "-",
                 r["runs_fired"],
-                r["pause_note"] or "yes" if r["paused"] else "",
+                (r["pause_note"] or "yes") if r["paused"] else "",
             ]
             for r in rows
         ],
         empty="no schedules applied (nightshift schedules apply PATH)",
     )
+
+
+@schedules.command("show")
+@click.argument("name")
+@click.option("-n", "count", default=10, show_default=True, help="How many fires and runs.")
+@json_option
+@pass_context
+def show_cmd(obj: Context, name: str, count: int, as_json: bool) -> None:
+    """One schedule: its definition, next fires, latest runs and fires that did not run."""
+    api = _api(obj)
+    _get(api, name)
+    details = api.show(name, count)
+    data = details.to_json()
+    if as_json:
+        emit_json(data)
+        return
+    a = details.applied
+    click.echo(
+        f"{a.name}  ({a.schedule.kind}, agent {a.schedule.agent}, tenant {a.schedule.tenant})"
+    )
+    if a.paused:
+        click.echo(f"  PAUSED: {a.pause_note or '(no note)'}")
+    for key, value in data["definition"].items():
+        if value not in (None, "", {}, False) and key not in ("name", "agent", "tenant"):
+            click.echo(f"  {key}: {value}")
+    click.echo(f"next fires ({zone_of(a.schedule).key}):")
+    for at in details.next_fires:
+        click.echo(f"  {at.isoformat()}")
+    if not details.next_fires:
+        click.echo("  none" + (" (paused)" if a.paused else ""))
+    click.echo("latest runs:")
+    for run in details.runs:
+        click.echo(f"  {run.key}  {run.status}  {run.note}".rstrip())
+    if not details.runs:
+        click.echo("  none yet")
+    click.echo("fires that did not run:")
+    for fire in details.not_run:
+        span = fire.fire_time.isoformat()
+        if fire.count > 1:
+            span += f" .. {fire.last_fire_time.isoformat() if fire.last_fire_time else ''} ({fire.count})"
+        why = fire.reason.value if fire.reason else fire.outcome.value
+        click.echo(f"  {span}  {why}  {fire.detail}".rstrip())
+    if not details.not_run:
+        click.echo("  none")
+
+
+@schedules.command("next")
+@click.argument("name")
+@click.option("-n", "count", default=10, show_default=True)
+@json_option
+@pass_context
+def next_cmd(obj: Context, name: str, count: int, as_json: bool) -> None:
+    """The next N fire times of NAME, in its time zone."""
+    api = _api(obj)
+    _get(api, name)
+    times = [t.isoformat() for t in api.next(name, count)]
+    if as_json:
+        emit_json(times)
+        return
+    for t in times:
+        click.echo(t)
+
+
+@schedules.command("pause")
+@click.argument("name")
+@click.option("--note", default="", help="Why it is paused; shown in list and show.")
+@json_option
+@pass_context
+def pause_cmd(obj: Context, name: str, note: str, as_json: bool) -> None:
+    """Stop NAME from firing (its fires are recorded as paused) until `resume`."""
+    api = _api(obj)
+    _get(api, name)
+    api.pause(name, note)
+    _said(as_json, {"name": name, "paused": True, "note": note}, f"paused {name}")
+
+
+@schedules.command("resume")
+@click.argument("name")
+@json_option
+@pass_context
+def resume_cmd(obj: Context, name: str, as_json: bool) -> None:
+    """Let NAME fire again, from now on (fires during the pause are not caught up)."""
+    api = _api(obj)
+    _get(api, name)
+    api.resume(name)
+    _said(as_json, {"name": name, "paused": False}, f"resumed {name}")
+
+
+@schedules.command("trigger")
+@click.argument("name")
+@click.option("--overlap", type=OVERLAP, help="Override the schedule's overlap policy.")
+@json_option
+@pass_context
+def trigger_cmd(obj: Context, name: str, overlap: str | None, as_json: bool) -> None:
+    """Run NAME now (subject to its overlap policy)."""
+    api = _api(obj)
+    _get(api, name)
+    _report(api.trigger(name, overlap=Overlap(overlap) if overlap else None), as_json)
+
+
+@schedules.command("backfill")
+@click.argument("name")
+@click.option("--from", "start", type=InstantType(), required=True, help="First instant.")
+@click.option("--to", "end", type=InstantType(), required=True, help="Last instant (inclusive).")
+@click.option("--overlap", type=OVERLAP, help="Override the schedule's overlap policy.")
+@json_option
+@pass_context
+def backfill_cmd(
+    obj: Context, name: str, start: datetime, end: datetime, overlap: str | None, as_json: bool
+) -> None:
+    """Run the fires NAME had between --from and --to. A fire that already ran is not
+    run again (same run key)."""
+    if end < start:
+        raise InvalidInput(f"--to {end.isoformat()} is before --from {start.isoformat()}")
+    api = _api(obj)
+    _get(api, name)
+    try:
+        result = api.backfill(name, start, end, overlap=Overlap(overlap) if overlap else None)
+    except BackfillTooLargeError as error:
+        raise InvalidInput(str(error)) from None
+    _report(result, as_json)
+
+
+def _said(as_json: bool, data: dict[str, Any], text: str) -> None:
+    if as_json:
+        emit_json(data)
+    else:
+        click.echo(text)
+
+
+def _report(result: FireResult, as_json: bool) -> None:
+    if as_json:
+        emit_json(result.to_json())
+        return
+    for key in result.started:
+        click.echo(f"started {key}")
+    for key in result.existed:
+        click.echo(f"already enqueued {key}")
+    for key in result.cancelled:
+        click.echo(f"cancelled {key}")
+    if result.buffered:
+        click.echo(f"buffered {result.buffered.isoformat()} (runs when the current run finishes)")
+    for record in result.skipped:
+        why = record.reason.value if record.reason else ""
+        click.echo(f"skipped {record.fire_time.isoformat()}: {why} {record.detail}".rstrip())
+    if not (result.started or result.existed or result.buffered or result.skipped):
+        click.echo("no fires in that range")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from workers import flower
 from workers.settings import Settings
+from workers.sharding import WRITE_QUEUE
 
 STOP_GRACE_SECONDS = 15.0
 
@@ -22,11 +23,17 @@ def flower_command(settings: Settings, address: str = "127.0.0.1") -> list[str]:
     return [sys.executable, "-m", "workers.flower", *flower.command_line(settings, address)]
 
 
-def celery_command(role: str, concurrency: int = 2) -> list[str]:
-    """The celery command line for a role; the same the README and compose file use."""
+def celery_command(role: str, concurrency: int = 2, *, shard: int | None = None) -> list[str]:
+    """The celery command line for a role; the same the README and compose file use.
+
+    A writer is always one process (concurrency 1): one writer per queue is what
+    makes a scope's writes apply in order. `shard` picks `memory.write.<shard>`.
+    """
     base = [sys.executable, "-m", "celery", "-A", "workers.app"]
+    logging = ["--loglevel", "INFO"]
     if role == "worker":
-        return base + [
+        return [
+            *base,
             "worker",
             "-Q",
             "runs,maintenance",
@@ -35,24 +42,14 @@ def celery_command(role: str, concurrency: int = 2) -> list[str]:
             "-E",
             "--concurrency",
             str(concurrency),
-            "--loglevel",
-            "INFO",
+            *logging,
         ]
     if role == "writer":
-        return base + [
-            "worker",
-            "-Q",
-            "memory.write",
-            "-n",
-            "writer@%h",
-            "-E",
-            "--concurrency",
-            "1",
-            "--loglevel",
-            "INFO",
-        ]
+        queue = WRITE_QUEUE if shard is None else f"{WRITE_QUEUE}.{shard}"
+        name = "writer@%h" if shard is None else f"writer-{shard}@%h"
+        return [*base, "worker", "-Q", queue, "-n", name, "-E", "--concurrency", "1", *logging]
     if role == "beat":
-        return base + ["beat", "--loglevel", "INFO"]
+        return [*base, "beat", *logging]
     raise ValueError(f"unknown role {role!r}")
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from workers import schema
-from workers.cli.base import Context, connect, main_group, pass_context
+from workers.cli.base import Context, InvalidInput, connect, main_group, pass_context
 from workers.cli.supervisor import Supervisor, celery_command, flower_command
 from workers.cli.watch import watch_runs
 from workers.flower import CREDENTIALS_FILE, credentials
@@ -52,11 +52,30 @@ def worker(obj: Context, concurrency: int, celery_args: tuple[str, ...]) -> None
 
 
 @main_group.command(context_settings={"ignore_unknown_options": True})
+@click.option(
+    "--shard",
+    type=int,
+    default=None,
+    envvar="NIGHTSHIFT_WRITER_SHARD",
+    show_envvar=True,
+    help="Consume memory.write.SHARD (when NIGHTSHIFT_WRITER_SHARDS > 1).",
+)
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
 @pass_context
-def writer(obj: Context, celery_args: tuple[str, ...]) -> None:
-    """Memory writer: the single consumer of the `memory.write` queue."""
-    _exec(obj.settings, celery_command("writer") + list(celery_args))
+def writer(obj: Context, shard: int | None, celery_args: tuple[str, ...]) -> None:
+    """Memory writer: the single consumer of its write queue (one per shard)."""
+    shards = obj.settings.writer_shards
+    if shards > 1 and (shard is None or not 0 <= shard < shards):
+        raise InvalidInput(
+            f"NIGHTSHIFT_WRITER_SHARDS is {shards}: start one writer per shard "
+            f"with --shard 0 … --shard {shards - 1}"
+        )
+    if shards == 1 and shard not in (None, 0):
+        raise InvalidInput("--shard needs NIGHTSHIFT_WRITER_SHARDS > 1")
+    _exec(
+        obj.settings,
+        celery_command("writer", shard=shard if shards > 1 else None) + list(celery_args),
+    )
 
 
 @main_group.command(context_settings={"ignore_unknown_options": True})
@@ -144,7 +163,10 @@ def up(
     apply_path(rt, path, dry_run=False, prune=True, as_json=False)
     supervisor = Supervisor(settings, log_dir=settings.data_dir / "logs")
     supervisor.start("worker", celery_command("worker", 2))
-    supervisor.start("writer", celery_command("writer"))
+    if settings.writer_shards == 1:
+        supervisor.start("writer", celery_command("writer"))
+    for shard in range(settings.writer_shards if settings.writer_shards > 1 else 0):
+        supervisor.start(f"writer-{shard}", celery_command("writer", shard=shard))
     supervisor.start("beat", celery_command("beat"))
     if with_flower:
         _announce_flower(settings)

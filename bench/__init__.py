@@ -1,0 +1,1 @@
+"""Benchmarks: one command each, printing medians and ratios against a named peer."""

@@ -1,0 +1,278 @@
+"""Memory store benchmark on PostgreSQL, against LangGraph's PostgresStore in the same run.
+
+    .venv/bin/python bench/memory_bench.py                      # 1,000,000 memories
+    .venv/bin/python bench/memory_bench.py --memories 100000    # a quicker look
+
+(a) writer apply throughput — `Store.apply` in batches as the memory writer runs it
+    (gate, idempotency, supersession, full-text index, audit, receipt) — next to
+    LangGraph's `PostgresStore.batch` of PutOps and a raw COPY of the same rows.
+(b) `Store.load` p50/p99 over N memories in 10,000 scopes for common and rare
+    words, next to LangGraph's `PostgresStore.search` on the same data (which
+    ignores the query text without an embedding index), plus the PostgreSQL
+    generic-plan check for prepared full-text queries.
+
+Needs the `bench` extra (`pip install -e '.[bench]'`) and a PostgreSQL server
+(`--postgres-url`, default the local one); it creates and drops its own databases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import psycopg  # noqa: E402
+from langgraph.store.base import PutOp  # noqa: E402
+from langgraph.store.postgres import PostgresStore  # noqa: E402
+from sqlalchemy import text  # noqa: E402
+
+from bench.memory_data import (  # noqa: E402
+    COLUMNS,
+    COMMON,
+    RARE,
+    _libpq,
+    candidates,
+    copy_langgraph,
+    copy_memories,
+    fresh_database,
+    rows,
+    scope_of,
+)
+from memory import fulltext  # noqa: E402
+from memory.engine import open_engine  # noqa: E402
+from memory.queries import to_values  # noqa: E402
+from memory.records import Candidate, Status  # noqa: E402
+from memory.store import Store  # noqa: E402
+from memory.tables import memories  # noqa: E402
+from memory.writing import new_memory  # noqa: E402
+from workers import schema  # noqa: E402
+
+
+def pct(samples: Sequence[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def chunks(items: Sequence[Candidate], size: int) -> list[Sequence[Candidate]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+# -- (a) write throughput ----------------------------------------------------------------
+
+
+def write_nightshift(url: str, batches: list[Sequence[Candidate]], tag: str) -> float:
+    engine = open_engine(url)
+    schema.upgrade(engine)
+    store = Store(engine)
+    start = time.perf_counter()
+    for i, batch in enumerate(batches):
+        store.apply(batch, handle=f"bench:{tag}:{i}", actor="bench")
+    elapsed = time.perf_counter() - start
+    engine.dispose()
+    return elapsed
+
+
+def write_langgraph(url: str, batches: list[Sequence[Candidate]]) -> float:
+    with PostgresStore.from_conn_string(_libpq(url)) as store:
+        store.setup()
+        start = time.perf_counter()
+        for batch in batches:
+            store.batch(
+                [
+                    PutOp(
+                        (c.scope.tenant, c.scope.user, c.scope.agent),
+                        c.effective_idempotency_key(),
+                        c.to_json(),
+                        index=False,
+                    )
+                    for c in batch
+                ]
+            )
+        return time.perf_counter() - start
+
+
+def write_copy(url: str, items: Sequence[Candidate]) -> float:
+    engine = open_engine(url)
+    schema.upgrade(engine)
+    engine.dispose()
+    now = datetime.now(UTC)
+    prepared = [
+        tuple(to_values(new_memory(c, c.kind, Status.ACTIVE, now, None))[k] for k in COLUMNS)
+        for c in items
+    ]
+    start = time.perf_counter()
+    copy_memories(url, iter(prepared))
+    return time.perf_counter() - start
+
+
+def bench_writes(admin: str, count: int, batch: int, rounds: int) -> None:
+    items = candidates(count, scopes=20, batch=batch)
+    batches = chunks(items, batch)
+    rates: dict[str, list[float]] = {"nightshift": [], "langgraph": [], "copy": []}
+    for r in range(rounds):
+        with fresh_database(admin) as url:
+            rates["nightshift"].append(count / write_nightshift(url, batches, str(r)))
+        with fresh_database(admin) as url:
+            rates["langgraph"].append(count / write_langgraph(url, batches))
+        with fresh_database(admin) as url:
+            rates["copy"].append(count / write_copy(url, items))
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    print(
+        f"\n(a) write throughput: {count} candidates, one run's batch of {batch} at a time over 20 scopes, {rounds} rounds"
+    )
+    for name, label in (
+        ("nightshift", "nightshift Store.apply (gate+idempotency+supersession+fts+audit)"),
+        ("langgraph", "LangGraph PostgresStore.batch(PutOp)"),
+        ("copy", "raw COPY into ns_memories"),
+    ):
+        print(f"  {label:<68} median {med[name]:>9.0f} rows/s")
+    print(f"  ratio nightshift / LangGraph put: {med['nightshift'] / med['langgraph']:.2f}x")
+    print(f"  ratio nightshift / raw COPY:      {med['nightshift'] / med['copy']:.2f}x")
+
+
+# -- (b) load latency --------------------------------------------------------------------
+
+
+def bulk_load(url: str, count: int, scopes: int) -> None:
+    engine = open_engine(url)
+    schema.upgrade(engine)
+    indexes = list(memories.indexes)
+    with engine.begin() as conn:
+        fulltext.drop(conn)
+        for index in indexes:
+            index.drop(conn)
+    started = time.perf_counter()
+    copy_memories(url, rows(count, scopes))
+    copied = time.perf_counter() - started
+    with engine.begin() as conn:
+        for index in indexes:
+            index.create(conn)
+        fulltext.create_stored_vector(conn)
+        conn.execute(text("ANALYZE ns_memories"))
+    print(
+        f"  loaded {count} memories: COPY {copied:.0f}s, indexes {time.perf_counter() - started - copied:.0f}s"
+    )
+    engine.dispose()
+
+
+def timed(fn: Callable[[], object], repeat: int) -> list[float]:
+    out = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def bench_loads(admin: str, count: int, scopes: int, queries: int, keep: bool) -> None:
+    print(f"\n(b) load latency: {count} memories across {scopes} scopes, {queries} queries each")
+    with fresh_database(admin, keep=keep) as url:
+        bulk_load(url, count, scopes)
+        with PostgresStore.from_conn_string(_libpq(url)) as lg:
+            lg.setup()
+            copy_langgraph(url, rows(count, scopes))
+            lg.conn.execute("ANALYZE store")
+            engine = open_engine(url)
+            store = Store(engine)
+            rng = random.Random(3)
+            results: dict[tuple[str, str], list[float]] = {}
+            for words, label in ((COMMON, "common"), (RARE, "rare")):
+                picks = [
+                    (scope_of(rng.randrange(scopes)), rng.choice(words)) for _ in range(queries)
+                ]
+                for warm_scope, warm_word in picks[:20]:
+                    store.load(warm_scope, goal=warm_word)
+                    lg.search(
+                        tuple(warm_scope.__str__().replace("*", "").split("/")), query=warm_word
+                    )
+                ns_times: list[float] = []
+                lg_times: list[float] = []
+                for scope, word in picks:
+                    ns_times += timed(lambda s=scope, w=word: store.load(s, goal=w), 1)
+                    namespace = (scope.tenant, scope.user, scope.agent)
+                    lg_times += timed(
+                        lambda n=namespace, w=word: lg.search(n, query=w, limit=20), 1
+                    )
+                results[("nightshift", label)] = ns_times
+                results[("langgraph", label)] = lg_times
+            engine.dispose()
+            for label in ("common", "rare"):
+                ns, lgt = results[("nightshift", label)], results[("langgraph", label)]
+                print(
+                    f"  {label:<6} nightshift load  p50 {pct(ns, 0.5):6.2f} ms  p99 {pct(ns, 0.99):6.2f} ms"
+                    f" | LangGraph search p50 {pct(lgt, 0.5):6.2f} ms  p99 {pct(lgt, 0.99):6.2f} ms"
+                    f" | p99 ratio LangGraph/nightshift {pct(lgt, 0.99) / pct(ns, 0.99):.2f}x"
+                )
+        generic_plans(url, scopes, queries)
+
+
+GENERIC_SEARCH = """
+SELECT id FROM ns_memories
+WHERE tenant = $1 AND user_id = $2 AND agent_id = $3 AND status = 'active'
+  AND search_vector @@ to_tsquery('english', $4)
+ORDER BY ts_rank(search_vector, to_tsquery('english', $4)) DESC LIMIT 20
+"""
+GENERIC_LOAD = """
+SELECT id FROM ns_memories
+WHERE tenant = $1 AND user_id = $2 AND agent_id = $3 AND status = 'active'
+ORDER BY ts_rank(search_vector, to_tsquery('english', $4)) DESC LIMIT 60
+"""
+
+
+def generic_plans(url: str, scopes: int, queries: int) -> None:
+    """Prepared full-text queries under generic vs custom plans, common vs rare words."""
+    print("  prepared statements, generic vs custom plan (p50 / p99 ms):")
+    rng = random.Random(5)
+    with psycopg.connect(_libpq(url), cursor_factory=psycopg.ClientCursor) as conn:
+        for name, sql in (
+            ("search (@@ filter)", GENERIC_SEARCH),
+            ("load pool (rank in scope)", GENERIC_LOAD),
+        ):
+            conn.execute("DEALLOCATE ALL")
+            conn.execute(f"PREPARE q(text, text, text, text) AS {sql}")
+            for mode in ("force_custom_plan", "force_generic_plan"):
+                conn.execute(f"SET plan_cache_mode = {mode}")
+                cells = []
+                for words in (COMMON, RARE):
+                    times = []
+                    for _ in range(max(queries // 2, 20)):
+                        s = scope_of(rng.randrange(scopes))
+                        args = (s.tenant, s.user, s.agent, rng.choice(words))
+                        times += timed(
+                            lambda a=args: conn.execute("EXECUTE q(%s, %s, %s, %s)", a).fetchall(),
+                            1,
+                        )
+                    cells.append(
+                        f"{'common' if words is COMMON else 'rare'} {pct(times, 0.5):6.2f} / {pct(times, 0.99):6.2f}"
+                    )
+                print(f"    {name:<26} {mode:<19} " + "   ".join(cells))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--postgres-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument("--memories", type=int, default=1_000_000)
+    parser.add_argument("--scopes", type=int, default=10_000)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--writes", type=int, default=5_000)
+    parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--skip-writes", action="store_true")
+    parser.add_argument("--skip-loads", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="Keep the load database.")
+    args = parser.parse_args()
+    if not args.skip_writes:
+        bench_writes(args.postgres_url, args.writes, args.batch, args.rounds)
+    if not args.skip_loads:
+        bench_loads(args.postgres_url, args.memories, args.scopes, args.queries, args.keep)
+
+
+if __name__ == "__main__":
+    main()

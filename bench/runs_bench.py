@@ -1,0 +1,265 @@
+"""Run overhead: nightshift runs against a bare no-op Celery task, on the same Redis broker.
+
+    .venv/bin/python -m bench.runs_bench                 # ~1-2 min on a quiet 2-core box
+    .venv/bin/python -m bench.runs_bench --runs 100 --concurrency 2 --repeat 1
+
+In one process tree, against the same Redis (`--redis-url`, default
+NIGHTSHIFT_TEST_REDIS_URL or redis://127.0.0.1:6379/13, flushed) and a fresh
+PostgreSQL database (`--postgres-url`):
+
+1. peer: a Celery worker (same options as ours: acks_late, prefetch 1, json,
+   prefork `--concurrency`) running a task that does nothing;
+2. nightshift run worker + memory writer, running `--runs` runs of a Python agent
+   that does nothing, then of a `command` agent (`/bin/true` through the command
+   adapter: sandbox, Landlock, clean environment, outbox).
+
+Rate = tasks (runs) / wall time from the first message sent to the last result,
+after a warm-up batch; the median of `--repeat` batches. Run rows are created
+before the clock starts (as enqueue does before sending). The per-run breakdown is
+each hook's time inside the worker (`Outcome.timings`, returned by the run task):
+sandbox, load (goal view + memory load + recording what was loaded), projection,
+write-back submit, record (finishing the run row), median and p99 over all runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import redis
+from celery import Celery
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from workers import runs, schema
+from workers.agents import AgentResult, RunContext
+from workers.app import create_app
+from workers.cli.supervisor import celery_command
+from workers.enqueue import send, task_id
+from workers.runs import RunRequest
+from workers.runtime import Runtime
+from workers.settings import Settings
+
+NOOP_TASK = "bench.noop"
+BREAKDOWN = ("sandbox", "load", "goal", "projection", "write_back", "record", "agent")
+
+
+def noop_agent(ctx: RunContext) -> AgentResult:
+    return AgentResult()
+
+
+def peer_app(broker: str) -> Celery:
+    """The peer: a bare Celery app with one no-op task, configured like ours."""
+    app = Celery("bench_peer", broker=broker, backend=broker)
+    app.conf.update(
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        task_default_queue="bench.noop",
+        worker_hijack_root_logger=False,
+    )
+    app.task(name=NOOP_TASK)(noop_task)
+    return app
+
+
+def noop_task() -> None:
+    """The peer's task: nothing at all."""
+
+
+_peer: Celery | None = None
+
+
+def __getattr__(name: str) -> Any:
+    """`celery -A bench.runs_bench:peer` loads the peer app, built on first access."""
+    global _peer
+    if name == "peer":
+        if _peer is None:
+            _peer = peer_app(os.environ["BENCH_BROKER"])
+        return _peer
+    raise AttributeError(name)
+
+
+@contextmanager
+def postgres(url: str) -> Iterator[str]:
+    name = f"ns_bench_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(
+        make_url(url).set(drivername="postgresql+psycopg2"), isolation_level="AUTOCOMMIT"
+    )
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@contextmanager
+def processes(commands: Sequence[list[str]], env: dict[str, str], logs: Path) -> Iterator[None]:
+    procs = []
+    env = {**env, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    for i, argv in enumerate(commands):
+        with open(logs / f"proc-{i}.log", "ab") as log:
+            procs.append(
+                subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=logs)
+            )
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def timed_batch(send_all: Any, n: int) -> tuple[float, list[Any]]:
+    started = time.perf_counter()
+    results = send_all(n)
+    values = [r.get(timeout=120) for r in results]
+    return time.perf_counter() - started, values
+
+
+def peer_rates(broker: str, concurrency: int, n: int, repeat: int, logs: Path) -> list[float]:
+    env = {**os.environ, "BENCH_BROKER": broker}
+    argv = [
+        sys.executable, "-m", "celery", "-A", "bench.runs_bench:peer", "worker", "-Q", "bench.noop",
+        "--concurrency", str(concurrency), "--loglevel", "WARNING", "-n", "peer@%h",
+    ]  # fmt: skip
+    peer = peer_app(broker)
+    with processes([argv], env, logs):
+        timed_batch(lambda k: [peer.send_task(NOOP_TASK) for _ in range(k)], 20)  # warm-up
+        rates = []
+        for _ in range(repeat):
+            took, _ = timed_batch(lambda k: [peer.send_task(NOOP_TASK) for _ in range(k)], n)
+            rates.append(n / took)
+    peer.close()
+    return rates
+
+
+def run_rates(
+    settings: Settings, agent: str, concurrency: int, n: int, repeat: int, logs: Path
+) -> tuple[list[float], list[dict[str, float]]]:
+    env = {**os.environ, **settings.to_env()}
+    ours = create_app(settings)
+    rt = Runtime(settings)
+    commands = [celery_command("worker", concurrency), celery_command("writer")]
+    with processes(commands, env, logs):
+
+        def send_all(k: int) -> list[Any]:
+            tag = uuid.uuid4().hex[:8]
+            requests = [
+                RunRequest(key=f"{agent}-{tag}-{i}", agent=agent, tenant="bench", user="u",
+                           trigger_origin="private", goal="benchmark runs")
+                for i in range(k)
+            ]  # fmt: skip
+            with rt.engine.begin() as conn:
+                runs.create(conn, requests, datetime.now(UTC))
+            return [_send(ours, r) for r in requests]
+
+        timed_batch(send_all, 20)  # warm-up: worker start, imports, connections
+        rates, timings = [], []
+        for _ in range(repeat):
+            took, values = timed_batch(send_all, n)
+            bad = [v for v in values if v["status"] != "succeeded"]
+            if bad:
+                raise SystemExit(f"{len(bad)} {agent} runs did not succeed: {bad[:3]}")
+            rates.append(n / took)
+            timings += [v["timings"] for v in values]
+    rt.engine.dispose()
+    ours.close()
+    return rates, timings
+
+
+def _send(app: Celery, request: RunRequest) -> Any:
+    send(app, request)
+    return app.AsyncResult(task_id(request.key))
+
+
+def quantiles(values: list[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=300, help="tasks/runs per timed batch")
+    parser.add_argument("--command-runs", type=int, default=150)
+    parser.add_argument("--repeat", type=int, default=3, help="timed batches (median)")
+    parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("NIGHTSHIFT_TEST_REDIS_URL", "redis://127.0.0.1:6379/13"),
+    )
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get(
+            "NIGHTSHIFT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+        ),
+    )
+    args = parser.parse_args(argv)
+    redis.Redis.from_url(args.redis_url).flushdb()
+    with tempfile.TemporaryDirectory() as tmp, postgres(args.postgres_url) as db_url:
+        root = Path(tmp)
+        program = root / "true.sh"
+        program.write_text("#!/bin/sh\nexit 0\n")
+        program.chmod(0o755)
+        settings = Settings(
+            data_dir=root / "data",
+            database_url=db_url,
+            broker_url=args.redis_url,
+            result_backend=args.redis_url,
+            agents={"noop": "bench.runs_bench:noop_agent", "cmd": f"command:{program}"},
+        )
+        rt = Runtime(settings)
+        schema.upgrade(rt.engine)
+        rt.engine.dispose()
+        peer = peer_rates(args.redis_url, args.concurrency, args.runs, args.repeat, root)
+        noop, noop_t = run_rates(settings, "noop", args.concurrency, args.runs, args.repeat, root)
+        cmd, cmd_t = run_rates(
+            settings, "cmd", args.concurrency, args.command_runs, args.repeat, root
+        )
+    redis.Redis.from_url(args.redis_url).flushdb()
+    base = statistics.median(peer)
+    print(f"broker {args.redis_url}, PostgreSQL, prefork concurrency {args.concurrency}")
+    print(f"{'what':<34}{'median/s':>10}{'ratio':>8}   (batches: per-batch rates)")
+    for name, rates in (
+        ("bare Celery no-op task", peer),
+        ("nightshift run, no-op python agent", noop),
+        ("nightshift run, command agent", cmd),
+    ):
+        med = statistics.median(rates)
+        print(f"{name:<34}{med:>10.1f}{med / base:>8.2f}   {', '.join(f'{r:.1f}' for r in rates)}")
+    print("\nper-run time inside the worker, ms (median / p99)")
+    print(f"{'hook':<14}{'no-op python':>20}{'command':>20}")
+    for hook in BREAKDOWN:
+        a = quantiles([t.get(hook, 0.0) * 1000 for t in noop_t])
+        b = quantiles([t.get(hook, 0.0) * 1000 for t in cmd_t])
+        print(f"{hook:<14}{a[0]:>10.2f} / {a[1]:<7.2f}{b[0]:>10.2f} / {b[1]:<7.2f}")
+    a = quantiles([sum(t.values()) * 1000 for t in noop_t])
+    b = quantiles([sum(t.values()) * 1000 for t in cmd_t])
+    print(f"{'all hooks':<14}{a[0]:>10.2f} / {a[1]:<7.2f}{b[0]:>10.2f} / {b[1]:<7.2f}")
+    target = statistics.median(noop) / base
+    print(f"\nno-op run rate / bare task rate = {target:.2f} (target ≥ 0.40)")
+
+
+if __name__ == "__main__":
+    main()

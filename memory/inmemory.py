@@ -1,0 +1,221 @@
+"""The in-memory backend: a real adapter over dicts, for fast tests and embedding.
+
+It implements the same port as `memory.sql.SqlBackend` and runs the same write
+rules (`memory.unit.perform`), so the contract suite holds it to the same
+behaviour. A batch is atomic: it works on a copy of the state and swaps it in only
+when every op succeeded; a lock serialises batches. Full text is a small
+stand-in for the databases' (lower-cased words, a light suffix stemmer, relevance
+by matched terms), enough for ranking and search to behave alike.
+
+Like procrastinate's `InMemoryConnector`, it records every op it was asked to
+perform (`ops`), so a test can assert on what reached the store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from memory.expiry import DEFAULT_TTL_SPAN
+from memory.loading import Ranked
+from memory.port import (
+    AuditEntry,
+    AuditOp,
+    HistoryOp,
+    ListOp,
+    MemoryBackend,
+    Op,
+    PoolOp,
+    SearchOp,
+)
+from memory.receipts import WriteReceipt
+from memory.records import Memory, Scope, Status
+from memory.unit import perform
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def stem(word: str) -> str:
+    """A light English stemmer: retries → retri, webhooks → webhook, rotated → rotat."""
+    for suffix, repl in (("ies", "i"), ("ing", ""), ("ed", ""), ("es", ""), ("s", ""), ("y", "i")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: len(word) - len(suffix)] + repl
+    return word
+
+
+def relevance(content: str, words: Sequence[str]) -> float:
+    """Matched query stems, weighted by frequency and damped by length; 0 when none match."""
+    tokens = [stem(w) for w in _WORD.findall(content.lower())]
+    if not tokens or not words:
+        return 0.0
+    hits = sum(tokens.count(stem(w)) for w in dict.fromkeys(words))
+    return hits / math.sqrt(len(tokens)) if hits else 0.0
+
+
+@dataclass
+class _State:
+    memories: dict[str, Memory] = field(default_factory=dict)
+    receipts: dict[str, WriteReceipt] = field(default_factory=dict)
+    audit: list[AuditEntry] = field(default_factory=list)
+
+    def copy(self) -> _State:
+        return _State(dict(self.memories), dict(self.receipts), list(self.audit))
+
+
+class InMemoryBackend(MemoryBackend):
+    """Memory in this process. Thread-safe; lost when the process ends."""
+
+    def __init__(self) -> None:
+        self._state = _State()
+        self._lock = threading.Lock()
+        self.ops: list[Op] = []
+
+    def batch(self, ops: Sequence[Op]) -> list[Any]:
+        with self._lock:
+            self.ops.extend(ops)
+            staged = self._state.copy()
+            rows = InMemoryRows(staged)
+            results = [perform(rows, op) for op in ops]
+            self._state = staged
+            return results
+
+
+def _light(m: Memory) -> Ranked:
+    return Ranked(m.id, m.kind, m.content, m.confidence, m.score, m.last_reinforced_at)
+
+
+class InMemoryRows:
+    """`memory.unit.RowAccess` over one staged copy of the state."""
+
+    def __init__(self, state: _State) -> None:
+        self.state = state
+
+    def _all(self, readable: Sequence[Scope]) -> list[Memory]:
+        allowed = set(readable)
+        return [m for m in self.state.memories.values() if m.scope in allowed]
+
+    def by_idempotency_key(self, scope: Scope, key: str) -> Memory | None:
+        return next(
+            (m for m in self._all([scope]) if m.idempotency_key == key),
+            None,
+        )
+
+    def active_by_key(self, scope: Scope, key: str) -> Memory | None:
+        return next(
+            (m for m in self._all([scope]) if m.key == key and m.status is Status.ACTIVE),
+            None,
+        )
+
+    def by_idempotency_keys(
+        self, pairs: Sequence[tuple[Scope, str]]
+    ) -> dict[tuple[Scope, str], Memory]:
+        found = (self.by_idempotency_key(scope, key) for scope, key in pairs)
+        return {(m.scope, m.idempotency_key): m for m in found if m is not None}
+
+    def active_by_keys(self, pairs: Sequence[tuple[Scope, str]]) -> dict[tuple[Scope, str], Memory]:
+        found = (self.active_by_key(scope, key) for scope, key in pairs)
+        return {(m.scope, m.key): m for m in found if m is not None}
+
+    def existing(
+        self, idempotency: Sequence[tuple[Scope, str]], slots: Sequence[tuple[Scope, str]]
+    ) -> tuple[dict[tuple[Scope, str], Memory], dict[tuple[Scope, str], Memory]]:
+        return self.by_idempotency_keys(idempotency), self.active_by_keys(slots)
+
+    def insert_many(self, memories: Sequence[Memory]) -> None:
+        for memory in memories:
+            if memory.id in self.state.memories or self.by_idempotency_key(
+                memory.scope, memory.idempotency_key
+            ):
+                raise ValueError(f"memory {memory.id} or its idempotency key is already stored")
+            self.state.memories[memory.id] = memory
+
+    def update(
+        self, memory_id: str, changes: Mapping[str, Any], *, expected_version: int | None = None
+    ) -> bool:
+        found = self.state.memories.get(memory_id)
+        if found is None or (expected_version is not None and found.version != expected_version):
+            return False
+        self.state.memories[memory_id] = dataclasses.replace(found, **changes)
+        return True
+
+    def supersede_many(self, successors: Mapping[str, str], now: datetime) -> None:
+        for old_id, new_id in successors.items():
+            old = self.state.memories[old_id]
+            self.state.memories[old_id] = dataclasses.replace(
+                old,
+                status=Status.SUPERSEDED,
+                superseded_at=now,
+                valid_to=now,
+                superseded_by_id=new_id,
+                version=old.version + 1,
+            )
+
+    def record_audit(self, entries: Sequence[AuditEntry]) -> None:
+        self.state.audit.extend(entries)
+
+    def save_receipt(self, receipt: WriteReceipt) -> None:
+        self.state.receipts[receipt.handle] = receipt
+
+    def get_receipt(self, handle: str) -> WriteReceipt | None:
+        return self.state.receipts.get(handle)
+
+    def _loadable(self, op: PoolOp | SearchOp) -> list[Memory]:
+        return [
+            m
+            for m in self._all(op.readable)
+            if m.status is Status.ACTIVE
+            and (m.valid_to is None or m.valid_to > op.now)
+            and m.last_reinforced_at >= op.now - DEFAULT_TTL_SPAN
+            and m.score >= op.min_score
+        ]
+
+    @staticmethod
+    def _ranked(pairs: list[tuple[Memory, float]], limit: int) -> list[tuple[Memory, float]]:
+        pairs.sort(key=lambda p: p[0].id)
+        pairs.sort(key=lambda p: (p[1], p[0].last_reinforced_at), reverse=True)
+        return pairs[:limit]
+
+    def pool(self, op: PoolOp) -> list[tuple[Ranked, float]]:
+        pairs = [
+            (m, relevance(m.content, op.words)) for m in self._loadable(op) if m.kind in op.kinds
+        ]
+        return [(_light(m), rel) for m, rel in self._ranked(pairs, op.limit)]
+
+    def pools(
+        self, hot: PoolOp, cold: PoolOp
+    ) -> tuple[list[tuple[Ranked, float]], list[tuple[Ranked, float]]]:
+        return self.pool(hot), self.pool(cold)
+
+    def search(self, op: SearchOp) -> list[tuple[Memory, float]]:
+        pairs = [(m, relevance(m.content, op.words)) for m in self._loadable(op)]
+        return self._ranked([p for p in pairs if p[1] > 0], op.limit)
+
+    def listing(self, op: ListOp) -> list[Memory]:
+        found = [
+            m for m in self._all(op.readable) if op.statuses is None or m.status in op.statuses
+        ]
+        found.sort(key=lambda m: m.id)
+        found.sort(key=lambda m: m.created_at, reverse=True)
+        return found[: op.limit]
+
+    def history(self, op: HistoryOp) -> list[Memory]:
+        found = [m for m in self._all(op.readable) if m.key == op.key]
+        return sorted(found, key=lambda m: (m.valid_from, m.created_at, m.id))
+
+    def by_ids(self, readable: Sequence[Scope], ids: Sequence[str]) -> list[Memory]:
+        wanted = set(ids)
+        return [m for m in self._all(readable) if m.id in wanted]
+
+    def audit_trail(self, op: AuditOp) -> list[AuditEntry]:
+        found = [
+            e
+            for e in self.state.audit
+            if e.tenant == op.tenant and (not op.memory_id or e.memory_id == op.memory_id)
+        ]
+        return found[: op.limit]

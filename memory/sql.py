@@ -1,0 +1,147 @@
+"""The SQL backend: one SQLAlchemy Core implementation for PostgreSQL and SQLite.
+
+A batch is one transaction: `BEGIN IMMEDIATE` on SQLite (see `memory.engine`),
+read committed on PostgreSQL with the unique idempotency key and the version
+check in `UPDATE … WHERE version = :expected` closing the races. Transient
+errors retry the whole batch; a concurrent writer that stored the same handle or
+key first makes the batch replay, and the replay finds its rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, exc
+
+from memory import queries
+from memory.engine import retrying
+from memory.loading import Ranked
+from memory.port import (
+    WRITE_OPS,
+    AuditEntry,
+    AuditOp,
+    HistoryOp,
+    ListOp,
+    MemoryBackend,
+    Op,
+    PoolOp,
+    SearchOp,
+)
+from memory.receipts import WriteReceipt
+from memory.records import Memory, Scope
+from memory.tables import metadata
+from memory.unit import perform
+
+
+class SqlBackend(MemoryBackend):
+    """Memory in the `ns_memories` tables of one engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def create_schema(self) -> None:
+        metadata.create_all(self.engine)
+
+    def batch(self, ops: Sequence[Op]) -> list[Any]:
+        if not any(isinstance(op, WRITE_OPS) for op in ops):
+            return self._read(ops)
+        try:
+            return self._write(ops)
+        except exc.IntegrityError:
+            return self._write(ops)
+
+    @retrying()
+    def _read(self, ops: Sequence[Op]) -> list[Any]:
+        with self.engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                # Reads need no transaction: saves the BEGIN/ROLLBACK round trips.
+                # (SQLite keeps its explicit BEGIN handling; see memory.engine.)
+                conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+            rows = SqlRows(conn)
+            return [perform(rows, op) for op in ops]
+
+    @retrying()
+    def _write(self, ops: Sequence[Op]) -> list[Any]:
+        with self.engine.begin() as conn:
+            rows = SqlRows(conn)
+            return [perform(rows, op) for op in ops]
+
+
+class SqlRows:
+    """`memory.unit.RowAccess` over one open connection, by way of `memory.queries`."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def active_by_key(self, scope: Scope, key: str) -> Memory | None:
+        return queries.active_by_key(self.conn, scope, key)
+
+    def existing(
+        self, idempotency: Sequence[tuple[Scope, str]], slots: Sequence[tuple[Scope, str]]
+    ) -> tuple[dict[tuple[Scope, str], Memory], dict[tuple[Scope, str], Memory]]:
+        return queries.existing(self.conn, idempotency, slots)
+
+    def insert_many(self, memories: Sequence[Memory]) -> None:
+        queries.insert_memories(self.conn, memories)
+
+    def supersede_many(self, successors: Mapping[str, str], now: datetime) -> None:
+        queries.supersede_many(self.conn, successors, now)
+
+    def update(
+        self, memory_id: str, changes: Mapping[str, Any], *, expected_version: int | None = None
+    ) -> bool:
+        return queries.update_memory(
+            self.conn, memory_id, changes, expected_version=expected_version
+        )
+
+    def record_audit(self, entries: Sequence[AuditEntry]) -> None:
+        queries.record_audit(self.conn, entries)
+
+    def save_receipt(self, receipt: WriteReceipt) -> None:
+        queries.save_receipt(self.conn, receipt)
+
+    def get_receipt(self, handle: str) -> WriteReceipt | None:
+        return queries.get_receipt(self.conn, handle)
+
+    def pool(self, op: PoolOp) -> list[tuple[Ranked, float]]:
+        return queries.ranking_pool(
+            self.conn,
+            op.readable,
+            op.words,
+            op.now,
+            min_score=op.min_score,
+            kinds=op.kinds,
+            pool=op.limit,
+        )
+
+    def pools(
+        self, hot: PoolOp, cold: PoolOp
+    ) -> tuple[list[tuple[Ranked, float]], list[tuple[Ranked, float]]]:
+        return queries.load_pools(
+            self.conn,
+            hot.readable,
+            hot.words,
+            hot.now,
+            min_score=hot.min_score,
+            hot=(hot.kinds, hot.limit),
+            cold=(cold.kinds, cold.limit),
+        )
+
+    def search(self, op: SearchOp) -> list[tuple[Memory, float]]:
+        return queries.search(
+            self.conn, op.readable, op.words, op.now, limit=op.limit, min_score=op.min_score
+        )
+
+    def listing(self, op: ListOp) -> list[Memory]:
+        return queries.listing(self.conn, op.readable, statuses=op.statuses, limit=op.limit)
+
+    def history(self, op: HistoryOp) -> list[Memory]:
+        return queries.history(self.conn, op.readable, op.key)
+
+    def by_ids(self, readable: Sequence[Scope], ids: Sequence[str]) -> list[Memory]:
+        return queries.by_ids(self.conn, readable, ids)
+
+    def audit_trail(self, op: AuditOp) -> list[AuditEntry]:
+        return queries.audit_trail(self.conn, op.tenant, op.memory_id, op.limit)

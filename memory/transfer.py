@@ -1,0 +1,153 @@
+"""Export and import whole tenants as JSON lines, for backups and for moving a
+tenant between SQLite and PostgreSQL.
+
+Every table of `memory.tables.metadata` that has a `tenant` column travels, rows
+exactly as stored: ids, provenance, superseded history, review items, audit.
+One line per row: `{"table": "ns_memories", "row": {...}}`, preceded by a header
+line naming the format version and the tenant. Import inserts rows that are not
+there yet (by primary key) in one transaction, so importing the same file twice
+changes nothing, and a failed import changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, DateTime, Integer, Table, insert, select
+from sqlalchemy.types import TypeDecorator
+
+from memory.dialect import insert_ignoring_conflicts
+from memory.tables import metadata
+
+FORMAT = "nightshift.tenant-export/1"
+BATCH = 1000
+
+
+class ImportFormatError(ValueError):
+    """An export file that cannot be imported; says which line and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    tenant: str
+    read: dict[str, int]
+    inserted: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tenant": self.tenant, "read": self.read, "inserted": self.inserted}
+
+
+def tenant_tables() -> list[Table]:
+    """The tables that hold a tenant's data, in an order that respects references."""
+    return [t for t in metadata.sorted_tables if "tenant" in t.c]
+
+
+def export_tenant(conn: Connection, tenant: str) -> Iterator[str]:
+    """JSON lines for everything `tenant` owns."""
+    yield json.dumps({"format": FORMAT, "tenant": tenant})
+    for table in tenant_tables():
+        order = list(table.primary_key.columns)
+        query = select(table).where(table.c.tenant == tenant).order_by(*order)
+        for row in conn.execute(query).mappings():
+            yield json.dumps({"table": table.name, "row": _encode(table, row)}, sort_keys=True)
+
+
+def import_tenant(conn: Connection, lines: Iterable[str]) -> ImportReport:
+    """Insert the rows of an export (inside the caller's transaction)."""
+    tables = {t.name: t for t in tenant_tables()}
+    iterator = iter(enumerate(lines, start=1))
+    tenant = _header(next(iterator, (1, "")))
+    read: dict[str, int] = {}
+    inserted: dict[str, int] = {}
+    pending: dict[str, list[dict[str, Any]]] = {}
+    for number, line in iterator:
+        if not line.strip():
+            continue
+        name, row = _record(number, line, tables, tenant)
+        read[name] = read.get(name, 0) + 1
+        pending.setdefault(name, []).append(row)
+        if len(pending[name]) >= BATCH:
+            inserted[name] = inserted.get(name, 0) + _insert(conn, tables[name], pending.pop(name))
+    for name, rows in pending.items():
+        inserted[name] = inserted.get(name, 0) + _insert(conn, tables[name], rows)
+    return ImportReport(tenant, read, inserted)
+
+
+def _header(first: tuple[int, str]) -> str:
+    try:
+        header = json.loads(first[1])
+    except json.JSONDecodeError:
+        header = None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise ImportFormatError(f"line 1: not a nightshift tenant export (expected {FORMAT})")
+    return str(header["tenant"])
+
+
+def _record(
+    number: int, line: str, tables: dict[str, Table], tenant: str
+) -> tuple[str, dict[str, Any]]:
+    try:
+        record = json.loads(line)
+        name, row = record["table"], record["row"]
+    except (json.JSONDecodeError, KeyError, TypeError) as error:
+        raise ImportFormatError(f"line {number}: not an export record ({error})") from None
+    if name not in tables:
+        raise ImportFormatError(f"line {number}: unknown table {name!r}")
+    if row.get("tenant") != tenant:
+        raise ImportFormatError(
+            f"line {number}: row of tenant {row.get('tenant')!r} in an export of {tenant!r}"
+        )
+    unknown = set(row) - set(tables[name].c.keys())
+    if unknown:
+        raise ImportFormatError(f"line {number}: {name} has no column {sorted(unknown)[0]!r}")
+    return name, _decode(tables[name], row)
+
+
+def _insert(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> int:
+    key = list(table.primary_key.columns)[0]
+    if not _is_serial(table):
+        return len(insert_ignoring_conflicts(conn, table, rows, returning=key.name))
+    # A serial id (the audit trail) means nothing in another database: rows get new
+    # ids there, and a row equal in every other column is the same row imported again.
+    fresh = [
+        r
+        for r in ({k: v for k, v in row.items() if k != key.name} for row in rows)
+        if conn.execute(
+            select(key)
+            .where(
+                *(table.c[k] == v if v is not None else table.c[k].is_(None) for k, v in r.items())
+            )
+            .limit(1)
+        ).first()
+        is None
+    ]
+    if fresh:
+        conn.execute(insert(table), fresh)
+    return len(fresh)
+
+
+def _is_serial(table: Table) -> bool:
+    [key] = table.primary_key.columns
+    return isinstance(key.type, Integer) and key.autoincrement in (True, "auto")
+
+
+def _is_datetime(table: Table, name: str) -> bool:
+    kind = table.c[name].type
+    return isinstance(kind, DateTime) or (
+        isinstance(kind, TypeDecorator) and isinstance(kind.impl_instance, DateTime)
+    )
+
+
+def _encode(table: Table, row: Any) -> dict[str, Any]:
+    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()}
+
+
+def _decode(table: Table, row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: datetime.fromisoformat(v) if isinstance(v, str) and _is_datetime(table, k) else v
+        for k, v in row.items()
+    }

@@ -1,0 +1,339 @@
+"""Every change to memory, written once for all backends: apply, edit, review.
+
+- `apply` judges each candidate with the gate (`memory.policy.judge`), then applies
+  idempotency (one row per idempotency key per scope), supersession (a new active
+  value for a key replaces the old one, linked both ways, old row kept) and the
+  rule that a person's statement is not superseded by an agent's value (the latter
+  waits for review). One receipt per handle; a replayed handle returns it unchanged.
+- `edit` is the operator's direct change, with optimistic concurrency: it names the
+  version it read; a stale edit raises `EditConflict` unless forced, and a forced
+  edit is audited as such.
+- `review` approves or rejects a memory waiting for review.
+
+Every change lands in the audit trail: who, what, when, why. Audit details never
+hold memory content (forgetting must be able to remove content everywhere), only
+ids, rules, versions and hashes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from memory.policy import DEFAULT_CONFIG, Action, AgentRules, effective_confidence, judge
+from memory.port import (
+    ApplyOp,
+    AuditEntry,
+    EditConflict,
+    EditOp,
+    EditRefused,
+    EditResult,
+    MemoryNotFound,
+    NotPending,
+    ReviewOp,
+)
+from memory.receipts import Decision, Outcome, WriteReceipt
+from memory.records import Candidate, Kind, Memory, Source, Status, content_hash
+from memory.secrets import find_secrets
+
+if TYPE_CHECKING:
+    from memory.unit import RowAccess
+
+TRUSTED_SOURCES = frozenset({Source.STATED, Source.OPERATOR})
+
+
+def apply(rows: RowAccess, op: ApplyOp) -> WriteReceipt:
+    earlier = rows.get_receipt(op.handle)
+    if earlier is not None:
+        return earlier
+    batch = _Batch(rows, op.candidates)
+    decisions = tuple(
+        batch.apply_one(i, c, op.rules_for(c.provenance.agent), op.now)
+        for i, c in enumerate(op.candidates)
+    )
+    batch.flush()
+    tenant = op.candidates[0].scope.tenant if op.candidates else ""
+    run_id = op.candidates[0].provenance.run_id if op.candidates else ""
+    receipt = WriteReceipt(op.handle, tenant, run_id, op.now, decisions)
+    rows.save_receipt(receipt)
+    rows.record_audit(
+        [
+            AuditEntry(
+                at=op.now,
+                actor=op.actor,
+                action=f"write.{d.outcome.value}",
+                memory_id=d.memory_id,
+                tenant=c.scope.tenant,
+                detail={
+                    "handle": op.handle,
+                    "index": d.index,
+                    "rule": d.rule,
+                    "kind": d.kind,
+                    "scope": str(c.scope),
+                    "source": c.provenance.source.value,
+                    "superseded": d.superseded_id,
+                },
+            )
+            for d, c in zip(decisions, op.candidates, strict=True)
+        ]
+    )
+    return receipt
+
+
+def new_memory(
+    candidate: Candidate, kind: Kind, status: Status, now: datetime, supersedes_id: str | None
+) -> Memory:
+    """The row a candidate becomes (fresh id, version 1)."""
+    p = candidate.provenance
+    return Memory(
+        id=str(uuid.uuid4()),
+        scope=candidate.scope,
+        kind=kind,
+        content=candidate.content,
+        key=candidate.key,
+        status=status,
+        source=p.source,
+        confidence=effective_confidence(candidate),
+        reference=p.reference or candidate.evidence,
+        run_id=p.run_id,
+        task_id=p.task_id,
+        agent=p.agent,
+        subagent=p.subagent,
+        schedule=p.schedule,
+        subject=p.subject,
+        idempotency_key=candidate.effective_idempotency_key(),
+        version=1,
+        score=1.0,
+        created_at=now,
+        valid_from=now,
+        valid_to=candidate.valid_to,
+        superseded_at=None,
+        supersedes_id=supersedes_id,
+        superseded_by_id=None,
+        last_reinforced_at=now,
+        last_used_at=None,
+    )
+
+
+class _Batch:
+    """One apply's view of the rows it touches: fetched in two queries, written in one.
+
+    Existing rows for the batch's idempotency keys and slots are read up front;
+    new rows are inserted together at the end, so a batch of N candidates costs a
+    handful of statements rather than N round trips. Later candidates see earlier
+    ones of the same batch (a retry inside a batch, two values for one slot).
+    """
+
+    def __init__(self, rows: RowAccess, candidates: tuple[Candidate, ...]) -> None:
+        self.rows = rows
+        self.by_idem, self.active = rows.existing(
+            [(c.scope, c.effective_idempotency_key()) for c in candidates],
+            [(c.scope, c.key) for c in candidates if c.key],
+        )
+        self.new: dict[str, Memory] = {}
+        self.superseded: dict[str, str] = {}  # existing row id → its successor's id
+        self.now: datetime | None = None
+
+    def _set(self, memory: Memory, changes: dict[str, Any]) -> Memory:
+        changed = dataclasses.replace(memory, **changes)
+        if memory.id in self.new:
+            self.new[memory.id] = changed
+        else:
+            self.rows.update(memory.id, changes)
+        self.by_idem[(memory.scope, memory.idempotency_key)] = changed
+        if memory.key and self.active.get((memory.scope, memory.key), changed).id == memory.id:
+            if changed.status is Status.ACTIVE:
+                self.active[(memory.scope, memory.key)] = changed
+            else:
+                self.active.pop((memory.scope, memory.key), None)
+        return changed
+
+    def flush(self) -> None:
+        if self.new:
+            self.rows.insert_many(list(self.new.values()))
+        if self.superseded and self.now is not None:
+            self.rows.supersede_many(self.superseded, self.now)
+
+    def _supersede(self, current: Memory, new_id: str, now: datetime) -> None:
+        changes = _superseded(current, new_id, now)
+        if current.id in self.new:
+            self._set(current, changes)
+            return
+        # An existing row: one UPDATE for every supersession of the batch, at flush.
+        self.superseded[current.id] = new_id
+        self.now = now
+        changed = dataclasses.replace(current, **changes)
+        self.by_idem[(current.scope, current.idempotency_key)] = changed
+        self.active.pop((current.scope, current.key), None)
+
+    def apply_one(
+        self, index: int, candidate: Candidate, rules: AgentRules, now: datetime
+    ) -> Decision:
+        verdict = judge(candidate, rules)
+        if verdict.action is Action.REFUSE:
+            return Decision(
+                index, Outcome.REFUSED, verdict.kind.value, verdict.rule, verdict.reason
+            )
+        kind = verdict.kind
+        status = Status.ACTIVE if verdict.action is Action.ACCEPT else Status.PENDING_REVIEW
+        rule, reason = verdict.rule, verdict.reason
+        digest = content_hash(candidate.content)
+
+        earlier = self.by_idem.get((candidate.scope, candidate.effective_idempotency_key()))
+        if earlier is not None:
+            if content_hash(earlier.content) == digest and earlier.kind is kind:
+                return Decision(
+                    index,
+                    Outcome.DUPLICATE,
+                    kind.value,
+                    "idempotent",
+                    "the same write was applied before",
+                    earlier.id,
+                )
+            self._set(
+                earlier,
+                {"content": candidate.content, "kind": kind, "version": earlier.version + 1},
+            )
+            return Decision(
+                index,
+                Outcome.REPLACED,
+                kind.value,
+                "idempotent",
+                "a retry of an earlier write replaced it",
+                earlier.id,
+            )
+
+        current = None
+        if status is Status.ACTIVE and candidate.key:
+            current = self.active.get((candidate.scope, candidate.key))
+            if current is not None and content_hash(current.content) == digest:
+                return Decision(
+                    index,
+                    Outcome.DUPLICATE,
+                    kind.value,
+                    "same-value",
+                    f"key {candidate.key!r} already holds this value",
+                    current.id,
+                )
+            if (
+                current is not None
+                and current.source in TRUSTED_SOURCES
+                and candidate.provenance.source not in TRUSTED_SOURCES
+            ):
+                status, current = Status.PENDING_REVIEW, None
+                rule = "stated-beats-inferred"
+                reason = (
+                    f"key {candidate.key!r} holds the person's own statement; "
+                    "an agent's value waits for review"
+                )
+
+        row = new_memory(candidate, kind, status, now, current.id if current else None)
+        if current is not None:
+            self._supersede(current, row.id, now)
+        self.new[row.id] = row
+        self.by_idem[(row.scope, row.idempotency_key)] = row
+        if row.key and row.status is Status.ACTIVE:
+            self.active[(row.scope, row.key)] = row
+        if current is not None:
+            return Decision(index, Outcome.SUPERSEDED, kind.value, rule, reason, row.id, current.id)
+        outcome = Outcome.STORED if status is Status.ACTIVE else Outcome.REVIEW
+        return Decision(index, outcome, kind.value, rule, reason, row.id)
+
+
+def _superseded(old: Memory, new_id: str, now: datetime) -> dict[str, Any]:
+    return {
+        "status": Status.SUPERSEDED,
+        "superseded_at": now,
+        "valid_to": now,
+        "superseded_by_id": new_id,
+        "version": old.version + 1,
+    }
+
+
+def _supersede(rows: RowAccess, old: Memory, new_id: str, now: datetime) -> None:
+    rows.update(old.id, _superseded(old, new_id, now))
+
+
+def _one(rows: RowAccess, readable: Any, memory_id: str) -> Memory:
+    found = rows.by_ids(readable, [memory_id])
+    if not found:
+        raise MemoryNotFound(f"no memory {memory_id!r} is readable by this scope")
+    return found[0]
+
+
+def check_content(content: str) -> None:
+    """The rules every stored text obeys, for content that does not pass the gate."""
+    if not content.strip():
+        raise EditRefused("content is empty")
+    if len(content) > DEFAULT_CONFIG.max_content_chars:
+        raise EditRefused(
+            f"content has {len(content)} characters, more than {DEFAULT_CONFIG.max_content_chars}"
+        )
+    kinds = sorted({f.kind for f in find_secrets(content)})
+    if kinds:
+        raise EditRefused(f"secret ({', '.join(kinds)}) in content; secrets are never stored")
+
+
+def edit(rows: RowAccess, op: EditOp) -> EditResult:
+    check_content(op.content)
+    before = _one(rows, op.readable, op.memory_id)
+    stale = before.version != op.expected_version
+    if stale and not op.force:
+        raise EditConflict(op.expected_version, before, op.content)
+    changes = {"content": op.content, "version": before.version + 1}
+    if not rows.update(before.id, changes, expected_version=before.version):
+        raise EditConflict(op.expected_version, _one(rows, op.readable, op.memory_id), op.content)
+    after = _one(rows, op.readable, op.memory_id)
+    rows.record_audit(
+        [
+            AuditEntry(
+                at=op.now,
+                actor=op.actor,
+                action="edit.forced" if stale else "edit",
+                memory_id=before.id,
+                tenant=before.scope.tenant,
+                detail={
+                    "reason": op.reason,
+                    "expected_version": op.expected_version,
+                    "from_version": before.version,
+                    "to_version": after.version,
+                    "forced": stale,
+                    "hash_before": content_hash(before.content),
+                    "hash_after": content_hash(after.content),
+                },
+            )
+        ]
+    )
+    return EditResult(applied=True, forced=stale, before=before, current=after)
+
+
+def review(rows: RowAccess, op: ReviewOp) -> Memory:
+    found = _one(rows, op.readable, op.memory_id)
+    if found.status is not Status.PENDING_REVIEW:
+        raise NotPending(f"memory {found.id} is {found.status.value}, not waiting for review")
+    entries = []
+    if op.approve:
+        current = rows.active_by_key(found.scope, found.key) if found.key else None
+        changes: dict[str, Any] = {
+            "status": Status.ACTIVE,
+            "valid_from": op.now,
+            "version": found.version + 1,
+        }
+        if current is not None:
+            changes["supersedes_id"] = current.id
+            _supersede(rows, current, found.id, op.now)
+            entries.append(("supersede", current.id, {"superseded_by": found.id}))
+        rows.update(found.id, changes)
+        entries.append(("review.approved", found.id, {"reason": op.reason}))
+    else:
+        rows.update(found.id, {"status": Status.REJECTED, "version": found.version + 1})
+        entries.append(("review.rejected", found.id, {"reason": op.reason}))
+    rows.record_audit(
+        [
+            AuditEntry(op.now, op.actor, action, memory_id, found.scope.tenant, detail)
+            for action, memory_id, detail in entries
+        ]
+    )
+    return _one(rows, op.readable, op.memory_id)

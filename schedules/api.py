@@ -1,0 +1,200 @@
+"""Schedule operations from Python: what `nightshift schedules …` calls.
+
+Example:
+    >>> from workers.beat import schedules_api
+    >>> api = schedules_api(app)
+    >>> api.pause("digest", note="mail server migration")
+    >>> api.backfill("digest", start, end)  # runs the fires in [start, end]
+
+`Schedules` needs an engine and a `RunPort` (`workers.beat.CeleryRuns` in
+nightshift). Trigger and backfill go through the same overlap decision as the
+beat, use the same run keys (`schedule@fire-time`, so a backfilled fire that
+already ran is not run again) and record every fire in the fires table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from sqlalchemy import Engine
+
+from schedules import catalog, fires, timing
+from schedules.catalog import AppliedSchedule, Change
+from schedules.definition import Cron, Heartbeat, Overlap, Schedule
+from schedules.fires import FireOutcome, FireRecord, Origin
+from schedules.policy import decide
+from schedules.ports import RunPort, RunSummary
+
+MAX_BACKFILL = 10_000
+
+
+class BackfillTooLargeError(ValueError):
+    """A backfill range holds more fires than one call may start."""
+
+
+def zone_of(schedule: Schedule) -> ZoneInfo:
+    trigger = schedule.trigger
+    name = trigger.timezone if isinstance(trigger, Cron | Heartbeat) else "UTC"
+    return ZoneInfo(name)
+
+
+@dataclass(frozen=True, slots=True)
+class FireResult:
+    """What a trigger or backfill did."""
+
+    schedule: str
+    started: tuple[str, ...] = ()
+    existed: tuple[str, ...] = ()  # run keys that had run (or were queued) already
+    buffered: datetime | None = None
+    cancelled: tuple[str, ...] = ()
+    skipped: tuple[FireRecord, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schedule": self.schedule,
+            "started": list(self.started),
+            "existed": list(self.existed),
+            "buffered": self.buffered.isoformat() if self.buffered else None,
+            "cancelled": list(self.cancelled),
+            "skipped": [r.to_json() for r in self.skipped],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Details:
+    """`schedules show NAME`: the definition, the next fires, runs and fires."""
+
+    applied: AppliedSchedule
+    next_fires: tuple[datetime, ...]  # in the schedule's time zone
+    runs: tuple[RunSummary, ...]
+    not_run: tuple[FireRecord, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        a = self.applied
+        return {
+            "name": a.name,
+            "definition": a.schedule.to_json(),
+            "paused": a.paused,
+            "pause_note": a.pause_note,
+            "last_fire": a.last_fire_at.isoformat() if a.last_fire_at else None,
+            "runs_fired": a.runs_fired,
+            "buffered_fire": a.pending_fire_at.isoformat() if a.pending_fire_at else None,
+            "next_fires": [t.isoformat() for t in self.next_fires],
+            "runs": [r.to_json() for r in self.runs],
+            "fires_not_run": [r.to_json() for r in self.not_run],
+        }
+
+
+class Schedules:
+    def __init__(
+        self,
+        engine: Engine,
+        runs: RunPort,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        actor: str = "api",
+    ) -> None:
+        self.engine, self.runs, self.clock, self.actor = engine, runs, clock, actor
+
+    # -- reading -------------------------------------------------------------------
+
+    def all(self) -> list[AppliedSchedule]:
+        with self.engine.connect() as conn:
+            return catalog.all_schedules(conn)
+
+    def get(self, name: str) -> AppliedSchedule:
+        with self.engine.connect() as conn:
+            return catalog.get(conn, name)
+
+    def next(self, name: str, n: int = 10, after: datetime | None = None) -> list[datetime]:
+        """The next `n` fires after `after` (default now), in the schedule's time zone."""
+        schedule = self.get(name).schedule
+        zone = zone_of(schedule)
+        found = timing.next_fires(schedule, after or self.clock(), n)
+        return [t.astimezone(zone) for t in found]
+
+    def show(self, name: str, n: int = 10) -> Details:
+        applied = self.get(name)
+        upcoming = [] if applied.paused else self.next(name, n)
+        with self.engine.connect() as conn:
+            not_run = fires.recent(conn, name, limit=n, skipped_only=True)
+        return Details(applied, tuple(upcoming), tuple(self.runs.recent(name, n)), tuple(not_run))
+
+    # -- changing --------------------------------------------------------------------
+
+    def apply(
+        self, wanted: Sequence[Schedule], *, prune: bool = True, dry_run: bool = False
+    ) -> list[Change]:
+        with self.engine.begin() as conn:
+            if dry_run:
+                return catalog.plan(conn, wanted, prune=prune)
+            return catalog.apply(conn, wanted, self.clock(), prune=prune)
+
+    def pause(self, name: str, note: str = "") -> None:
+        with self.engine.begin() as conn:
+            catalog.set_paused(conn, name, True, note, self.clock())
+
+    def resume(self, name: str) -> None:
+        with self.engine.begin() as conn:
+            catalog.set_paused(conn, name, False, "", self.clock())
+
+    def trigger(self, name: str, *, overlap: Overlap | None = None) -> FireResult:
+        """Run the schedule now, subject to its overlap policy (or `overlap`)."""
+        now = self.clock()
+        return self._fire(self.get(name), [now], Origin.TRIGGER, overlap, now)
+
+    def backfill(
+        self, name: str, start: datetime, end: datetime, *, overlap: Overlap | None = None
+    ) -> FireResult:
+        """Run the fires the schedule had in [start, end] (at most `MAX_BACKFILL`)."""
+        applied = self.get(name)
+        times = timing.fires_between(
+            applied.schedule, start - timedelta(microseconds=1), end, limit=MAX_BACKFILL + 1
+        )
+        if len(times) > MAX_BACKFILL:
+            raise BackfillTooLargeError(
+                f"schedule {name!r} has more than {MAX_BACKFILL} fires between "
+                f"{start.isoformat()} and {end.isoformat()}; backfill a shorter range"
+            )
+        return self._fire(applied, times, Origin.BACKFILL, overlap, self.clock())
+
+    def _fire(
+        self,
+        applied: AppliedSchedule,
+        times: list[datetime],
+        origin: Origin,
+        overlap: Overlap | None,
+        now: datetime,
+    ) -> FireResult:
+        name = applied.name
+        active = self.runs.active([name]).get(name, [])
+        d = decide(
+            applied.schedule.replace(max_runs=None),  # max_runs limits the timer only
+            times,
+            active=active,
+            pending=applied.pending_fire_at,
+            origin=origin,
+            overlap=overlap,
+        )
+        if d.cancel:
+            self.runs.cancel(d.cancel, f"overlap cancel_other: {origin.value} replaces it", now)
+        created = set(self.runs.enqueue(d.runs, now)) if d.runs else set()
+        records = list(d.records)
+        for f in d.runs:
+            outcome = FireOutcome.RUN if f.run_key in created else FireOutcome.DUPLICATE
+            records.append(FireRecord(name, f.fire_time, outcome, run_key=f.run_key, origin=origin))
+        with self.engine.begin() as conn:
+            fires.record(conn, records, now, decided_by=self.actor)
+            if d.pending != applied.pending_fire_at:
+                catalog.set_pending(conn, name, d.pending)
+        return FireResult(
+            schedule=name,
+            started=tuple(f.run_key for f in d.runs if f.run_key in created),
+            existed=tuple(f.run_key for f in d.runs if f.run_key not in created),
+            buffered=d.pending if d.pending != applied.pending_fire_at else None,
+            cancelled=d.cancel,
+            skipped=tuple(r for r in d.records if r.outcome is FireOutcome.SKIPPED),
+        )

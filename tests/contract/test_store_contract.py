@@ -1,0 +1,352 @@
+"""The store's contract: what every backend (memory, SQLite, PostgreSQL) must do alike."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from memory.loading import Loaded
+from memory.policy import AgentRules
+from memory.port import EditConflict, EditRefused, MemoryNotFound, NotPending
+from memory.receipts import Outcome
+from memory.records import Kind, Scope, Source, Status
+from memory.store import LoadBounds, Store
+from tests.contract.build import ANA, candidate
+from tests.contract.conftest import Clock
+
+BOB = Scope("acme", "bob", "triage")
+ANA_BILLING = Scope("acme", "ana", "billing")
+
+
+def loaded(result: Loaded) -> list[str]:
+    return [m.content for m in (*result.hot, *result.ranked)]
+
+
+def test_apply_stores_with_provenance_and_receipt_is_pollable(store: Store) -> None:
+    receipt = store.apply(
+        [candidate("db-primary disk is 91% full", subagent="disk-check", schedule="watch")],
+        handle="h1",
+        actor="writer",
+    )
+    assert [d.outcome for d in receipt.decisions] == [Outcome.STORED]
+    assert store.receipt("h1") == receipt
+    [memory] = store.show(ANA)
+    assert (memory.source, memory.reference, memory.run_id, memory.task_id) == (
+        Source.OBSERVED,
+        "feed#1",
+        "run-1",
+        "run-1",
+    )
+    assert (memory.agent, memory.subagent, memory.schedule) == ("triage", "disk-check", "watch")
+    assert memory.confidence == pytest.approx(0.8) and memory.version == 1
+    assert store.receipt("nope") is None
+
+
+@pytest.mark.parametrize(
+    ("source", "confidence"),
+    [(Source.STATED, 1.0), (Source.OPERATOR, 0.95), (Source.OBSERVED, 0.8)],
+)
+def test_confidence_follows_the_source(store: Store, source: Source, confidence: float) -> None:
+    store.apply([candidate("office opens at 9", source=source)], handle="h", actor="writer")
+    [memory] = store.show(ANA)
+    assert memory.confidence == pytest.approx(confidence)
+
+
+def test_every_kind_is_first_class(store: Store) -> None:
+    kinds = [Kind.FACT, Kind.PREFERENCE, Kind.INSTRUCTION, Kind.EPISODE, Kind.GOAL]
+    store.apply(
+        [
+            candidate(f"{k.value} about invoices", kind=k, source=Source.STATED, task=k.value)
+            for k in kinds
+        ],
+        handle="h",
+        actor="writer",
+    )
+    assert sorted(m.kind for m in store.show(ANA)) == sorted(kinds)
+    result = store.load(ANA, goal="invoices")
+    assert {m.kind for m in result.hot} == {Kind.PREFERENCE, Kind.INSTRUCTION, Kind.GOAL}
+
+
+def test_retries_and_duplicate_deliveries_store_one_memory(store: Store) -> None:
+    first = store.apply([candidate("billing-api error rate 1.2%")], handle="h1", actor="writer")
+    assert store.apply([candidate("billing-api error rate 1.2%")], handle="h1", actor="w") == first
+    again = store.apply([candidate("billing-api error rate 1.2%")], handle="h2", actor="writer")
+    assert again.decisions[0].outcome is Outcome.DUPLICATE
+    assert again.decisions[0].memory_id == first.decisions[0].memory_id
+    changed = store.apply(
+        [candidate("billing-api error rate 1.4%", idempotency_key="run-1:rate")],
+        handle="h3",
+        actor="writer",
+    )
+    retried = store.apply(
+        [candidate("billing-api error rate 1.5%", idempotency_key="run-1:rate")],
+        handle="h4",
+        actor="writer",
+    )
+    assert retried.decisions[0].outcome is Outcome.REPLACED
+    assert retried.decisions[0].memory_id == changed.decisions[0].memory_id
+    assert sorted(m.content for m in store.show(ANA)) == [
+        "billing-api error rate 1.2%",
+        "billing-api error rate 1.5%",
+    ]
+
+
+def test_new_value_for_a_key_supersedes_and_history_shows_the_chain(
+    store: Store, clock: Clock
+) -> None:
+    store.apply(
+        [candidate("renewal on 2027-01-01", key="renewal", source=Source.STATED)],
+        handle="h1",
+        actor="writer",
+    )
+    clock.advance(days=1)
+    receipt = store.apply(
+        [candidate("renewal on 2027-02-01", key="renewal", source=Source.STATED, task="run-2")],
+        handle="h2",
+        actor="writer",
+    )
+    assert receipt.decisions[0].outcome is Outcome.SUPERSEDED
+    old, new = store.history(ANA, "renewal")
+    assert (old.status, new.status) == (Status.SUPERSEDED, Status.ACTIVE)
+    assert old.superseded_by_id == new.id and new.supersedes_id == old.id
+    assert old.valid_to == clock.now == old.superseded_at and new.valid_from == clock.now
+    assert loaded(store.load(ANA, goal="renewal")) == ["renewal on 2027-02-01"]
+
+
+def test_statement_beats_inference_until_reviewed(store: Store, clock: Clock) -> None:
+    store.apply(
+        [candidate("prefers email", key="contact", source=Source.STATED)], handle="h1", actor="w"
+    )
+    receipt = store.apply(
+        [candidate("prefers phone", key="contact", source=Source.OBSERVED, task="run-2")],
+        handle="h2",
+        actor="writer",
+    )
+    [decision] = receipt.decisions
+    assert (decision.outcome, decision.rule) == (Outcome.REVIEW, "stated-beats-inferred")
+    assert [m.content for m in store.show(ANA)] == ["prefers email"]
+    [pending] = store.pending_review(ANA)
+    clock.advance(hours=1)
+    approved = store.review(ANA, pending.id, approve=True, actor="operator", reason="checked")
+    assert approved.status is Status.ACTIVE and approved.supersedes_id is not None
+    chain = store.history(ANA, "contact")
+    assert [(m.content, m.status) for m in chain] == [
+        ("prefers email", Status.SUPERSEDED),
+        ("prefers phone", Status.ACTIVE),
+    ]
+    with pytest.raises(NotPending):
+        store.review(ANA, pending.id, approve=False, actor="operator")
+
+
+def test_rejected_review_is_never_loaded(store: Store) -> None:
+    store.apply([candidate("maybe likes mornings", source=Source.INFERRED)], handle="h", actor="w")
+    [pending] = store.pending_review(ANA)
+    rejected = store.review(ANA, pending.id, approve=False, actor="operator", reason="wrong")
+    assert rejected.status is Status.REJECTED
+    assert store.pending_review(ANA) == [] and loaded(store.load(ANA, goal="mornings")) == []
+
+
+def test_secret_is_refused_and_appears_nowhere(store: Store) -> None:
+    receipt = store.apply(
+        [candidate("card 4111 1111 1111 1111 exp 12/29")], handle="h1", actor="writer"
+    )
+    assert receipt.decisions[0].outcome is Outcome.REFUSED
+    assert "4111" not in str(receipt.to_json())
+    assert store.show(ANA, all_statuses=True) == []
+    assert "4111" not in str([e.to_json() for e in store.audit("acme")])
+
+
+def test_reads_never_go_sideways_or_down(store: Store) -> None:
+    store.apply(
+        [
+            candidate("ana private note", scope=ANA, task="a", key="k"),
+            candidate("bob private note", scope=BOB, task="b", key="k"),
+            candidate("ana billing private note", scope=ANA_BILLING, task="c", key="k"),
+            candidate(
+                "ana shared note",
+                scope=Scope("acme", "ana"),
+                task="d",
+                key="k",
+                source=Source.STATED,
+            ),
+            candidate(
+                "tenant wide note", scope=Scope("acme"), task="e", key="k", source=Source.OPERATOR
+            ),
+            candidate(
+                "other tenant note",
+                scope=Scope("globex"),
+                task="f",
+                key="k",
+                source=Source.OPERATOR,
+            ),
+        ],
+        handle="h1",
+        actor="writer",
+    )
+    mine = {"ana private note", "ana shared note", "tenant wide note"}
+    assert {m.content for m in store.show(ANA, all_statuses=True)} == mine
+    assert set(loaded(store.load(ANA, goal="note"))) == mine
+    assert {m.content for m, _ in store.search(ANA, "note")} == mine
+    assert {m.content for m in store.history(ANA, "k")} == mine
+    assert {m.content for m in store.show(Scope("acme"))} == {"tenant wide note"}
+    assert [m.content for m in store.export(ANA)] == ["ana private note"]
+    bobs = [m.id for m in store.show(BOB) if m.scope == BOB]
+    assert store.get(ANA, bobs) == []
+    with pytest.raises(MemoryNotFound):
+        store.edit(ANA, bobs[0], version=1, content="mine now", actor="operator")
+
+
+def test_agent_attachment_and_trigger_origin_narrow_reads(store: Store) -> None:
+    store.apply(
+        [
+            candidate("ana private incident", scope=ANA, task="a"),
+            candidate(
+                "ana shared incident", scope=Scope("acme", "ana"), task="b", source=Source.STATED
+            ),
+            candidate("triage agent incident", scope=Scope("acme", "", "triage"), task="c"),
+            candidate("tenant incident", scope=Scope("acme"), task="d", source=Source.OPERATOR),
+        ],
+        handle="h",
+        actor="writer",
+    )
+    rules = AgentRules.default()
+    everything = set(loaded(store.load(ANA, goal="incident", rules=rules, origin="private")))
+    assert len(everything) == 4
+    from_channel = set(loaded(store.load(ANA, goal="incident", rules=rules, origin="shared")))
+    assert from_channel == {"triage agent incident", "tenant incident"}
+    assert set(loaded(store.load(ANA, goal="incident", rules=rules))) == from_channel
+    no_reads = AgentRules(reads_enabled=False)
+    assert loaded(store.load(ANA, goal="incident", rules=no_reads, origin="private")) == []
+    tenant_only = AgentRules(readable_layers=frozenset({"tenant"}))  # type: ignore[arg-type]
+    assert loaded(store.load(ANA, goal="incident", rules=tenant_only, origin="private")) == [
+        "tenant incident"
+    ]
+    hits = store.search(ANA, "incident", rules=rules, origin="api")
+    assert {m.content for m, _ in hits} == from_channel
+
+
+def test_load_ranks_by_goal_and_respects_bounds(store: Store) -> None:
+    store.apply(
+        [candidate(f"incident {i} on search cluster", task=f"t{i}") for i in range(10)]
+        + [candidate("replication lag on db-primary", task="db")],
+        handle="h",
+        actor="writer",
+    )
+    result = store.load(ANA, goal="database replication lag", bounds=LoadBounds(limit=3))
+    assert len(result) == 3
+    assert result.ranked[0].content == "replication lag on db-primary"
+    tight = store.load(ANA, goal="", bounds=LoadBounds(limit=50, max_chars=60))
+    assert 0 < sum(len(m.content) for m in tight.ranked) <= 60
+
+
+def test_load_excludes_expired_pending_and_superseded(store: Store, clock: Clock) -> None:
+    store.apply(
+        [
+            candidate(
+                "maintenance window tonight",
+                source=Source.OPERATOR,
+                task="t1",
+                valid_to=clock.now + timedelta(hours=1),
+            ),
+            candidate("maybe prefers mornings", source=Source.INFERRED, task="t2"),
+            candidate("plan A", key="plan", source=Source.STATED, task="t3"),
+        ],
+        handle="h",
+        actor="writer",
+    )
+    store.apply(
+        [candidate("plan B", key="plan", source=Source.STATED, task="t4")], handle="h2", actor="w"
+    )
+    assert sorted(loaded(store.load(ANA))) == ["maintenance window tonight", "plan B"]
+    clock.advance(hours=2)
+    assert loaded(store.load(ANA)) == ["plan B"]
+
+
+def test_edit_with_optimistic_concurrency(store: Store) -> None:
+    store.apply([candidate("renewal in May", source=Source.STATED)], handle="h", actor="w")
+    [memory] = store.show(ANA)
+    result = store.edit(ANA, memory.id, version=1, content="renewal in June", actor="op")
+    assert (result.current.version, result.current.content, result.forced) == (
+        2,
+        "renewal in June",
+        False,
+    )
+    with pytest.raises(EditConflict) as conflict:
+        store.edit(ANA, memory.id, version=1, content="renewal in July", actor="op2")
+    assert conflict.value.current.content == "renewal in June"
+    assert conflict.value.current.version == 2 and conflict.value.proposed == "renewal in July"
+    forced = store.edit(
+        ANA,
+        memory.id,
+        version=1,
+        content="renewal in July",
+        actor="op2",
+        force=True,
+        reason="customer called",
+    )
+    assert forced.forced and forced.current.version == 3
+    with pytest.raises(EditRefused):
+        store.edit(ANA, memory.id, version=3, content="password=hunter2hunter2", actor="op")
+    actions = [(e.action, e.actor) for e in store.audit("acme", memory.id)]
+    assert actions == [("write.stored", "w"), ("edit", "op"), ("edit.forced", "op2")]
+    [forced_entry] = [e for e in store.audit("acme", memory.id) if e.action == "edit.forced"]
+    assert forced_entry.detail["reason"] == "customer called"
+    assert "July" not in str(forced_entry.to_json())
+
+
+def test_audit_records_every_change(store: Store) -> None:
+    store.apply(
+        [
+            candidate("v1", key="k", source=Source.STATED, task="a"),
+            candidate("guess", source=Source.INFERRED, task="b"),
+        ],
+        handle="h1",
+        actor="writer",
+    )
+    store.apply(
+        [candidate("v2", key="k", source=Source.STATED, task="c")], handle="h2", actor="writer"
+    )
+    [pending] = store.pending_review(ANA)
+    store.review(ANA, pending.id, approve=False, actor="ana")
+    actions = [e.action for e in store.audit("acme")]
+    assert actions == ["write.stored", "write.review", "write.superseded", "review.rejected"]
+
+
+def test_pending_review_lists_only_readable_scopes(store: Store) -> None:
+    store.apply(
+        [
+            candidate("ana guess", source=Source.INFERRED, task="a"),
+            candidate("bob guess", scope=BOB, source=Source.INFERRED, task="b"),
+        ],
+        handle="h",
+        actor="w",
+    )
+    assert [m.content for m in store.pending_review(ANA)] == ["ana guess"]
+
+
+def test_one_batch_sees_its_own_earlier_candidates(store: Store) -> None:
+    receipt = store.apply(
+        [
+            candidate("status green", key="status", source=Source.STATED, task="a"),
+            candidate("status amber", key="status", source=Source.STATED, task="b"),
+            candidate("status amber", key="status", source=Source.STATED, task="c"),
+            candidate("queue depth 3", idempotency_key="x:depth", task="d"),
+            candidate("queue depth 4", idempotency_key="x:depth", task="d"),
+        ],
+        handle="h",
+        actor="writer",
+    )
+    outcomes = [d.outcome for d in receipt.decisions]
+    assert outcomes == [
+        Outcome.STORED,
+        Outcome.SUPERSEDED,
+        Outcome.DUPLICATE,
+        Outcome.STORED,
+        Outcome.REPLACED,
+    ]
+    first, second = store.history(ANA, "status")
+    assert (first.status, first.superseded_by_id) == (Status.SUPERSEDED, second.id)
+    assert sorted(m.content for m in store.show(ANA)) == ["queue depth 4", "status amber"]
+    [depth] = [m for m in store.show(ANA) if m.content == "queue depth 4"]
+    assert depth.version == 2

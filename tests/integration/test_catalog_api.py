@@ -1,0 +1,139 @@
+"""`schedules.api.Schedules` on a real database: what the CLI's show, next, pause,
+trigger and backfill do."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from schedules.api import MAX_BACKFILL, BackfillTooLargeError, Schedules
+from schedules.catalog import ScheduleNotFoundError
+from schedules.definition import Cron, Heartbeat, Overlap, Schedule
+from schedules.fires import FireOutcome, SkipReason, run_key
+from tests.integration.beat_fixtures import T0, Beats, make_beats
+from workers.beat import schedules_api
+
+pytestmark = pytest.mark.integration
+
+BERLIN_0230 = Schedule(
+    name="nightly",
+    agent="demo",
+    tenant="acme",
+    trigger=Cron("30 2 * * *", timezone="Europe/Berlin"),
+)
+
+
+@pytest.fixture
+def beats(database_url: str, tmp_path: Path) -> Iterator[Beats]:
+    yield from make_beats(database_url, tmp_path)
+
+
+@pytest.fixture
+def api(beats: Beats) -> Schedules:
+    found = schedules_api(beats.app, beats.engine, actor="test")
+    found.clock = beats.clock
+    return found
+
+
+def test_next_fires_are_in_the_schedules_zone_across_the_spring_change(
+    beats: Beats, api: Schedules
+) -> None:
+    beats.apply(BERLIN_0230)
+    upcoming = api.next("nightly", 3, after=datetime(2026, 3, 28, 12, tzinfo=UTC))
+    assert [t.isoformat() for t in upcoming] == [
+        "2026-03-29T03:00:00+02:00",  # 02:30 does not exist that night
+        "2026-03-30T02:30:00+02:00",
+        "2026-03-31T02:30:00+02:00",
+    ]
+
+
+def test_pause_resume_and_show(beats: Beats, api: Schedules) -> None:
+    beats.apply(BERLIN_0230)
+    api.pause("nightly", note="mail server migration")
+    shown = api.show("nightly")
+    assert shown.applied.paused and shown.applied.pause_note == "mail server migration"
+    assert shown.next_fires == ()
+    api.resume("nightly")
+    shown = api.show("nightly")
+    assert not shown.applied.paused and len(shown.next_fires) == 10
+    assert shown.to_json()["definition"]["trigger"]["timezone"] == "Europe/Berlin"
+
+
+def test_unknown_names_say_so(api: Schedules) -> None:
+    with pytest.raises(ScheduleNotFoundError, match="no schedule named 'ghost'"):
+        api.show("ghost")
+
+
+def test_trigger_runs_now_and_respects_overlap(beats: Beats, api: Schedules) -> None:
+    beats.apply(BERLIN_0230)
+    first = api.trigger("nightly")
+    assert first.started == (run_key("nightly", T0),)
+    beats.clock.advance(1)
+    second = api.trigger("nightly")
+    assert second.started == () and [r.reason for r in second.skipped] == [SkipReason.OVERLAP]
+    third = api.trigger("nightly", overlap=Overlap.ALLOW_ALL)
+    assert third.started == (run_key("nightly", T0 + timedelta(seconds=1)),)
+    shown = api.show("nightly")
+    assert {r.key for r in shown.runs} == {first.started[0], third.started[0]}
+    assert [r.reason for r in shown.not_run] == [SkipReason.OVERLAP]
+
+
+def test_backfill_runs_each_fire_once_even_when_repeated(beats: Beats, api: Schedules) -> None:
+    beats.apply(BERLIN_0230)
+    start, end = datetime(2026, 3, 27, tzinfo=UTC), datetime(2026, 3, 31, tzinfo=UTC)
+    done = api.backfill("nightly", start, end, overlap=Overlap.ALLOW_ALL)
+    expected = [
+        run_key("nightly", datetime(2026, 3, 27, 1, 30, tzinfo=UTC)),
+        run_key("nightly", datetime(2026, 3, 28, 1, 30, tzinfo=UTC)),
+        run_key("nightly", datetime(2026, 3, 29, 1, 0, tzinfo=UTC)),  # 03:00 CEST
+        run_key("nightly", datetime(2026, 3, 30, 0, 30, tzinfo=UTC)),
+    ]
+    assert list(done.started) == expected
+    again = api.backfill("nightly", start, end, overlap=Overlap.ALLOW_ALL)
+    assert again.started == () and list(again.existed) == expected
+    assert sorted(beats.run_keys("nightly")) == sorted(expected)
+
+
+def test_backfill_with_skip_runs_the_first_and_records_the_rest(
+    beats: Beats, api: Schedules
+) -> None:
+    beats.apply(BERLIN_0230)
+    done = api.backfill(
+        "nightly", datetime(2026, 3, 27, tzinfo=UTC), datetime(2026, 3, 29, tzinfo=UTC)
+    )
+    assert len(done.started) == 1
+    assert [(r.outcome, r.reason) for r in done.skipped] == [
+        (FireOutcome.SKIPPED, SkipReason.OVERLAP)
+    ]
+
+
+def test_backfill_buffer_one_leaves_one_fire_for_the_beat(beats: Beats, api: Schedules) -> None:
+    beats.apply(BERLIN_0230)
+    done = api.backfill(
+        "nightly",
+        datetime(2026, 3, 27, tzinfo=UTC),
+        datetime(2026, 3, 30, tzinfo=UTC),
+        overlap=Overlap.BUFFER_ONE,
+    )
+    assert len(done.started) == 1 and done.buffered == datetime(2026, 3, 28, 1, 30, tzinfo=UTC)
+    assert api.get("nightly").pending_fire_at == done.buffered
+    beat = beats.beat()
+    beat.tick()
+    assert len(beats.run_keys("nightly")) == 1  # still waiting for the first
+    beats.finish(done.started[0])
+    beats.clock.advance(1.5)
+    beat.tick()
+    assert run_key("nightly", done.buffered) in beats.run_keys("nightly")
+    assert api.get("nightly").pending_fire_at is None
+
+
+def test_backfill_refuses_a_range_too_large(beats: Beats, api: Schedules) -> None:
+    beats.apply(
+        Schedule(name="fast", agent="demo", tenant="acme", trigger=Heartbeat(timedelta(seconds=1)))
+    )
+    with pytest.raises(BackfillTooLargeError, match="backfill a shorter range"):
+        api.backfill("fast", T0, T0 + timedelta(seconds=MAX_BACKFILL + 5))
+    assert beats.run_keys("fast") == []

@@ -1,0 +1,133 @@
+"""Shared helpers (no tests) for the maintenance and forgetting integration tests."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import Connection, Engine, insert, inspect, text
+
+from memory.records import Candidate, Kind, Provenance, Scope, Source, Status, content_hash
+from memory.tables import memories
+
+ANA = Scope("acme", "ana", "triage")
+BOB = Scope("acme", "bob", "triage")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+def candidate(
+    content: str,
+    *,
+    scope: Scope = ANA,
+    kind: Kind = Kind.FACT,
+    key: str = "",
+    source: Source = Source.OBSERVED,
+    run: str = "run-1",
+    subject: str = "",
+    idem: str = "",
+) -> Candidate:
+    return Candidate(
+        scope=scope,
+        kind=kind,
+        content=content,
+        key=key,
+        idempotency_key=idem,
+        provenance=Provenance(
+            source=source,
+            run_id=run,
+            task_id=run,
+            agent=scope.agent,
+            reference="feed#1",
+            subject=subject or scope.user,
+        ),
+    )
+
+
+def find_everywhere(engine: Engine, marker: str) -> list[str]:
+    """Every place in the database where `marker` (lower case) can be read."""
+    needle = marker.lower()
+    hits: list[str] = []
+    with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            names = conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type='table'")
+            for (name,) in list(names):
+                for row in conn.exec_driver_sql(f'SELECT * FROM "{name}"'):
+                    for value in row:
+                        raw = value if isinstance(value, bytes) else str(value).encode()
+                        if needle.encode() in raw.lower():
+                            hits.append(name)
+            conn.exec_driver_sql(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.ns_vocab "
+                "USING fts5vocab(main, 'ns_memories_fts', 'row')"
+            )
+            terms = conn.exec_driver_sql("SELECT term FROM temp.ns_vocab").scalars()
+            hits += [f"fts-term:{t}" for t in terms if needle in t]
+            matches = conn.exec_driver_sql(
+                "SELECT count(*) FROM ns_memories_fts WHERE ns_memories_fts MATCH ?",
+                (f'"{needle}"',),
+            ).scalar_one()
+            hits += ["fts-match"] * matches
+        else:
+            for table in inspect(conn).get_table_names():
+                for column in inspect(conn).get_columns(table):
+                    found = conn.execute(
+                        text(
+                            f'SELECT count(*) FROM "{table}" WHERE lower("{column["name"]}"::text) '
+                            "LIKE :p"
+                        ),
+                        {"p": f"%{needle}%"},
+                    ).scalar_one()
+                    hits += [f"{table}.{column['name']}"] * found
+            tsv = conn.execute(
+                text(
+                    "SELECT count(*) FROM ns_memories WHERE "
+                    "to_tsvector('english', content) @@ plainto_tsquery('english', :w)"
+                ),
+                {"w": needle},
+            ).scalar_one()
+            hits += ["tsvector"] * tsv
+    return hits
+
+
+def find_in_files(folder: Path, marker: str) -> list[str]:
+    return [
+        str(p)
+        for p in folder.rglob("*")
+        if p.is_file() and marker.lower().encode() in p.read_bytes().lower()
+    ]
+
+
+def insert_active(conn: Connection, content: str, *, key: str, now: datetime) -> str:
+    """An active row written directly, as only a race between writers could leave it."""
+    memory_id = str(uuid.uuid4())
+    conn.execute(
+        insert(memories).values(
+            id=memory_id,
+            tenant=ANA.tenant,
+            user_id=ANA.user,
+            agent_id=ANA.agent,
+            kind=Kind.FACT.value,
+            key=key,
+            content=content,
+            content_hash=content_hash(content),
+            status=Status.ACTIVE.value,
+            source=Source.OBSERVED.value,
+            confidence=0.8,
+            idempotency_key=f"race:{memory_id}",
+            created_at=now,
+            valid_from=now,
+            last_reinforced_at=now,
+        )
+    )
+    return memory_id

@@ -1,0 +1,223 @@
+"""`nightshift memory …` read, edit and review commands against real databases."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from click.testing import CliRunner, Result
+
+from memory.engine import open_engine
+from memory.records import Candidate, Kind, Provenance, Scope, Source
+from memory.store import Store
+from workers import runs, schema
+from workers.cli import main_group
+
+pytestmark = pytest.mark.integration
+
+ANA = Scope("acme", "ana", "triage")
+ANA_FLAGS = ["--tenant", "acme", "--user", "ana", "--agent", "triage"]
+
+
+@pytest.fixture
+def store(database_url: str) -> Iterator[Store]:
+    engine = open_engine(database_url)
+    schema.upgrade(engine)
+    yield Store(engine)
+    engine.dispose()
+
+
+def cli(store: Store, *args: str) -> Result:
+    assert store.engine is not None
+    url = store.engine.url.render_as_string(hide_password=False)
+    return CliRunner().invoke(main_group, ["--database-url", url, "memory", *args])
+
+
+def said(
+    content: str,
+    *,
+    scope: Scope = ANA,
+    key: str = "",
+    source: Source = Source.STATED,
+    task: str = "t1",
+) -> Candidate:
+    return Candidate(
+        scope, Kind.FACT, content, Provenance(source, task_id=task, run_id=task), key=key
+    )
+
+
+def test_show_search_history_export_stay_in_scope(store: Store) -> None:
+    store.apply(
+        [
+            said("renewal in May", key="renewal", task="a"),
+            said(
+                "bob renewal in March",
+                scope=Scope("acme", "bob", "triage"),
+                key="renewal",
+                task="b",
+            ),
+        ],
+        handle="h1",
+        actor="writer",
+    )
+    store.apply([said("renewal in June", key="renewal", task="c")], handle="h2", actor="w")
+    shown = json.loads(cli(store, "show", *ANA_FLAGS, "--json").output)
+    assert [m["content"] for m in shown] == ["renewal in June"]
+    hits = json.loads(cli(store, "search", *ANA_FLAGS, "renewal", "--json").output)
+    assert [h["content"] for h in hits] == ["renewal in June"]
+    chain = json.loads(cli(store, "history", *ANA_FLAGS, "renewal", "--json").output)
+    assert [(m["content"], m["status"]) for m in chain] == [
+        ("renewal in May", "superseded"),
+        ("renewal in June", "active"),
+    ]
+    assert chain[0]["superseded_by_id"] == chain[1]["id"]
+    lines = cli(store, "export", *ANA_FLAGS).output.splitlines()
+    assert sorted(json.loads(line)["content"] for line in lines) == [
+        "renewal in June",
+        "renewal in May",
+    ]
+    table = cli(store, "history", *ANA_FLAGS, "renewal")
+    assert table.exit_code == 0 and "superseded" in table.output
+
+
+def test_load_with_an_origin_applies_the_agents_rules(store: Store) -> None:
+    store.apply(
+        [
+            said("ana salary band B4", task="a"),
+            said(
+                "restart billing queue first",
+                scope=Scope("acme", "", "triage"),
+                source=Source.OPERATOR,
+                task="b",
+            ),
+        ],
+        handle="h",
+        actor="w",
+    )
+    as_operator = json.loads(cli(store, "load", *ANA_FLAGS, "--goal", "billing", "--json").output)
+    assert len(as_operator["ids"]) == 2
+    shared = cli(store, "load", *ANA_FLAGS, "--goal", "billing", "--origin", "shared", "--json")
+    assert [m["content"] for m in json.loads(shared.output)["ranked"]] == [
+        "restart billing queue first"
+    ]
+
+
+def test_edit_conflict_shows_both_versions_and_force_is_audited(store: Store) -> None:
+    store.apply([said("renewal in May")], handle="h", actor="w")
+    [memory] = store.show(ANA)
+    ok = cli(
+        store,
+        "edit",
+        *ANA_FLAGS,
+        memory.id,
+        "--version",
+        "1",
+        "--content",
+        "June",
+        "--actor",
+        "op1",
+        "--json",
+    )
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.output)["current"]["version"] == 2
+    stale = cli(
+        store,
+        "edit",
+        *ANA_FLAGS,
+        memory.id,
+        "--version",
+        "1",
+        "--content",
+        "July",
+        "--actor",
+        "op2",
+        "--json",
+    )
+    assert stale.exit_code == 5
+    conflict = json.loads(stale.output[: stale.output.rindex("}") + 1])
+    assert conflict["current"]["content"] == "June" and conflict["proposed"]["content"] == "July"
+    forced = cli(
+        store,
+        "edit",
+        *ANA_FLAGS,
+        memory.id,
+        "--version",
+        "1",
+        "--content",
+        "July",
+        "--actor",
+        "op2",
+        "--force",
+        "--reason",
+        "customer called",
+    )
+    assert forced.exit_code == 0 and "(forced)" in forced.output
+    assert [e.action for e in store.audit("acme", memory.id)] == [
+        "write.stored",
+        "edit",
+        "edit.forced",
+    ]
+    secret = cli(
+        store,
+        "edit",
+        *ANA_FLAGS,
+        memory.id,
+        "--version",
+        "3",
+        "--content",
+        "password=hunter2hunter2",
+    )
+    assert secret.exit_code == 3 and "hunter2" not in secret.output
+
+
+def test_review_list_approve_reject(store: Store) -> None:
+    store.apply(
+        [
+            said("likes mornings", source=Source.INFERRED, task="a"),
+            said("likes tea", source=Source.INFERRED, task="b"),
+        ],
+        handle="h",
+        actor="w",
+    )
+    pending = json.loads(cli(store, "review", "list", *ANA_FLAGS, "--json").output)
+    by_content = {m["content"]: m["id"] for m in pending}
+    assert set(by_content) == {"likes mornings", "likes tea"}
+    approved = cli(store, "review", "approve", *ANA_FLAGS, by_content["likes tea"], "--json")
+    assert json.loads(approved.output)["status"] == "active"
+    rejected = cli(store, "review", "reject", *ANA_FLAGS, by_content["likes mornings"])
+    assert rejected.exit_code == 0 and "rejected" in rejected.output
+    again = cli(store, "review", "reject", *ANA_FLAGS, by_content["likes mornings"])
+    assert again.exit_code == 3 and "not waiting for review" in again.output
+    assert [m.content for m in store.show(ANA)] == ["likes tea"]
+
+
+def test_why_prints_what_a_run_was_given_and_what_it_wrote(store: Store) -> None:
+    store.apply([said("db-primary is the leader")], handle="earlier", actor="w")
+    given = store.load(ANA, goal="db-primary")
+    now = datetime.now(UTC)
+    key = "watch@2026-12-01T09:00:00Z"
+    assert store.engine is not None
+    with store.engine.begin() as conn:
+        runs.create(
+            conn, [runs.RunRequest(key=key, agent="triage", tenant="acme", user="ana")], now
+        )
+        runs.claim(conn, key, "me", now, timedelta(minutes=1))
+        runs.record_start(conn, key, sandbox="/tmp/x", loaded_ids=given.ids)
+        runs.finish(
+            conn,
+            key,
+            "me",
+            now,
+            status=runs.RunStatus.SUCCEEDED,
+            candidates=1,
+            write_handle=f"write:{key}",
+        )
+    store.apply([said("db-replica lag 3s", task=key)], handle=f"write:{key}", actor="writer")
+    out = json.loads(cli(store, "why", key, "--json").output)
+    assert [m["content"] for m in out["loaded"]] == ["db-primary is the leader"]
+    assert out["receipt"]["counts"] == {"stored": 1}
+    table = cli(store, "why", key)
+    assert "db-primary is the leader" in table.output and "stored" in table.output
+    assert cli(store, "why", "nope").exit_code == 3

@@ -1,0 +1,102 @@
+"""Whole-tenant export from SQLite, import into PostgreSQL: the same memory, line for line."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from memory.engine import open_engine
+from memory.records import Candidate, Kind, Provenance, Scope, Source
+from memory.store import Store
+from memory.transfer import ImportFormatError, export_tenant, import_tenant
+from tests.services import postgres_database
+from workers import schema
+
+pytestmark = pytest.mark.integration
+
+ANA = Scope("acme", "ana", "triage")
+
+
+def fill(store: Store) -> None:
+    def c(
+        content: str, key: str, task: str, source: Source = Source.STATED, scope: Scope = ANA
+    ) -> Candidate:
+        return Candidate(
+            scope=scope,
+            kind=Kind.FACT,
+            content=content,
+            key=key,
+            provenance=Provenance(
+                source=source, task_id=task, run_id=task, reference=f"msg-{task}", agent="triage"
+            ),
+        )
+
+    store.apply([c("renewal on 2027-01-01", "renewal", "r1")], handle="h1", actor="writer")
+    store.apply([c("renewal on 2027-02-01", "renewal", "r2")], handle="h2", actor="writer")
+    store.apply(
+        [
+            c("prefers phone", "contact", "r3", Source.OBSERVED),
+            c("someone else's", "x", "r4", scope=Scope("other", "bob", "triage")),
+        ],
+        handle="h3",
+        actor="writer",
+    )
+
+
+def shown(store: Store) -> list[str]:
+    lines = [
+        f"{m.id} {m.scope} {m.kind.value} {m.key} {m.status.value} {m.source.value} "
+        f"{m.reference} {m.content} {m.valid_from.isoformat()} {m.supersedes_id}"
+        for m in store.show(ANA, all_statuses=True)
+    ]
+    lines += [
+        f"{m.id} {m.status.value} {m.superseded_by_id}" for m in store.history(ANA, "renewal")
+    ]
+    return lines
+
+
+def test_sqlite_tenant_moves_to_postgresql_unchanged(tmp_path: Path) -> None:
+    clock_now = datetime(2026, 12, 1, tzinfo=UTC)
+    source = Store(open_engine(f"sqlite:///{tmp_path / 'a.db'}"), clock=lambda: clock_now)
+    schema.upgrade(source.engine)
+    fill(source)
+    with source.engine.connect() as conn:
+        lines = list(export_tenant(conn, "acme"))
+    assert not any("someone else's" in line for line in lines)
+
+    with postgres_database() as url:
+        target = Store(open_engine(url), clock=lambda: clock_now + timedelta(days=1))
+        schema.upgrade(target.engine)
+        with target.engine.begin() as conn:
+            first = import_tenant(conn, lines)
+        with target.engine.begin() as conn:
+            again = import_tenant(conn, lines)
+        assert shown(target) == shown(source)
+        assert first.inserted["ns_memories"] == 3 and first.read == again.read
+        assert sum(again.inserted.values()) == 0  # importing twice changes nothing
+        assert target.receipt("h2") == source.receipt("h2")
+        target.engine.dispose()
+
+
+def test_a_damaged_file_is_refused_with_its_line_and_imports_nothing(tmp_path: Path) -> None:
+    store = Store(open_engine(f"sqlite:///{tmp_path / 'a.db'}"))
+    schema.upgrade(store.engine)
+    fill(store)
+    with store.engine.connect() as conn:
+        lines = list(export_tenant(conn, "acme"))
+    other = Store(open_engine(f"sqlite:///{tmp_path / 'b.db'}"))
+    schema.upgrade(other.engine)
+    broken = [*lines[:3], '{"table": "ns_memories", "row": {"tenant": "evil"}}', *lines[3:]]
+    with (
+        pytest.raises(ImportFormatError, match="line 4: row of tenant 'evil'"),
+        other.engine.begin() as conn,
+    ):
+        import_tenant(conn, broken)
+    assert other.show(ANA, all_statuses=True) == []
+    with (
+        pytest.raises(ImportFormatError, match="line 1: not a nightshift tenant export"),
+        other.engine.begin() as conn,
+    ):
+        import_tenant(conn, ["{}"])

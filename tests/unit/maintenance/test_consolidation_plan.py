@@ -1,0 +1,81 @@
+"""The pure parts of consolidation and forgetting: plan checks, clustering, summaries,
+selectors and the report's arithmetic."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory.consolidation import (
+    InvariantViolation,
+    Merge,
+    Plan,
+    _clusters,
+    summary_text,
+)
+from memory.forgetting import ForgetReport, ReportArithmeticError, Selector, SelectorKind
+from memory.records import Scope
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+def test_a_plan_that_absorbs_twice_or_into_an_absorbed_memory_is_refused() -> None:
+    with pytest.raises(InvariantViolation, match="absorbs a memory twice"):
+        Plan(
+            "acme", NOW, 3, (Merge("b", "a", "same-content", 1), Merge("b", "c", "same-key", 1))
+        ).check()
+    with pytest.raises(InvariantViolation, match="merges into a memory it also absorbs"):
+        Plan(
+            "acme", NOW, 3, (Merge("b", "a", "same-content", 1), Merge("a", "c", "same-key", 1))
+        ).check()
+
+
+def test_clusters_join_near_duplicates_only_above_the_bar() -> None:
+    texts = [
+        words("the billing api p99 latency was two seconds during the evening peak"),
+        words("the billing api p99 latency was two seconds during the evening peak again"),
+        words("ward 3 closes at 9"),
+        words("ward 3 closes at 10"),
+    ]
+    buckets = [[0, 1, 2, 3]]
+    assert _clusters(texts, buckets, 0.85) == [[0, 1]]
+    assert sorted(_clusters(texts, buckets, 0.5)) == [[0, 1], [2, 3]]
+
+
+def test_summary_text_is_dated_and_bounded() -> None:
+    items = [(NOW + timedelta(days=i), f"handled INC-{i} " + "x" * 500) for i in range(40)]
+    text = summary_text(items)
+    assert text.startswith("Summary of 40 episodes, 2026-12-01 to 2027-01-09:")
+    assert len(text) <= 4100 and "more" in text.splitlines()[-1]
+
+
+def test_selectors_refuse_what_cannot_be_meant() -> None:
+    with pytest.raises(ValueError, match="at least 3 characters"):
+        Selector.by_text("acme", " a ")
+    with pytest.raises(ValueError, match="'guess' is not a valid Source"):
+        Selector.by_source("acme", "guess")
+    with pytest.raises(ValueError, match="same tenant"):
+        Selector("acme", SelectorKind.SCOPE, scope=Scope("other", "ana"))
+    assert Selector.by_text("acme", "penicillin").describe() == {"by": "text"}  # never the text
+
+
+def test_a_report_that_does_not_add_up_is_never_returned() -> None:
+    good = ForgetReport(
+        "t", {"by": "run"}, scanned=5, skipped=1, deleted=3, failed=1, remaining=0, exhaustive=True
+    )
+    assert good.check() is good
+    with pytest.raises(
+        ReportArithmeticError, match="scanned 5 != skipped 1 \\+ deleted 3 \\+ failed 0"
+    ):
+        ForgetReport(
+            "t", {}, scanned=5, skipped=1, deleted=3, failed=0, remaining=0, exhaustive=True
+        ).check()
+    with pytest.raises(ReportArithmeticError, match="must say why"):
+        ForgetReport(
+            "t", {}, scanned=0, skipped=0, deleted=0, failed=0, remaining=2, exhaustive=False
+        ).check()

@@ -1,0 +1,74 @@
+"""The mutable state of one run while its hooks and its agent work on it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from memory.goals import GoalView
+from memory.loading import Loaded
+from memory.policy import AgentRules
+from memory.records import Candidate, Memory, Scope
+from workers.agents import Agent, AgentResult, RunContext
+from workers.runs import Run, RunRequest, RunStatus
+from workers.runtime import Runtime
+
+Clock = Callable[[], datetime]
+
+
+SubmitFn = Callable[..., None]
+"""``submit(handle, run_key, candidates, votes=[…], followups=[…], tenant=…)``: one
+message on the tenant's memory-writer queue; `workers.tasks.write` documents its shape."""
+SpawnFn = Callable[[RunRequest], None]
+
+
+@dataclass
+class RunState:
+    """Everything the hooks share for one claimed run."""
+
+    rt: Runtime
+    run: Run
+    owner: str
+    clock: Clock
+    submit: SubmitFn
+    agent: Agent | None = None
+    spawn: SpawnFn | None = None
+    scope: Scope | None = None
+    rules: AgentRules | None = None  # the agent's attachment (NIGHTSHIFT_AGENT_RULES)
+    box: Path | None = None
+    deadline: float | None = None
+    goal: GoalView = field(default_factory=lambda: GoalView(""))
+    loaded: Loaded = field(default_factory=lambda: Loaded((), ()))
+    goal_memories: tuple[Memory, ...] = ()  # goal records and attempts the load returned
+    ctx: RunContext | None = None
+    result: AgentResult = field(default_factory=AgentResult)
+    status: RunStatus = RunStatus.RUNNING
+    error: str = ""
+    problems: list[str] = field(default_factory=list)
+    submitted: int = 0
+    write_handle: str = ""
+    followups: list[dict[str, Any]] = field(default_factory=list)
+    retry: bool = False  # a transient failure: give the run back to the queue
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return self.run.key
+
+    @property
+    def loaded_count(self) -> int:
+        return len(self.loaded.hot) + len(self.loaded.ranked)
+
+    def call_agent(self) -> None:
+        if self.agent is None or self.ctx is None:
+            raise RuntimeError("no agent or context: a hook that sets them is missing")
+        self.result = self.agent(self.ctx) or AgentResult()
+        self.problems.extend(self.result.problems)
+
+    def candidates(self) -> Sequence[Candidate]:
+        if self.ctx is None:
+            return tuple(self.result.candidates)
+        return (*self.ctx.candidates, *self.result.candidates)

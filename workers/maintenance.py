@@ -1,0 +1,219 @@
+"""Maintenance jobs on the `maintenance` queue: consolidate, expire, decay, purge.
+
+Expire and decay are one set-based UPDATE each (one pass over the table, however
+many tenants); consolidate plans all tenants from one snapshot and applies a
+tenant per transaction; purge deletes a tenant at a time through the forgetting
+path. The same functions back the Celery tasks (beat sends them at configurable
+cadences) and `nightshift maintain …`. Votes go the other way, through the
+memory writer's queue (the tenant's shard), in batches: `nightshift.votes`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from celery import Task, shared_task
+from sqlalchemy import Engine, and_, func, select
+
+from memory import consolidation, expiry, reinforcement
+from memory.engine import retrying
+from memory.expiry import TtlConfig
+from memory.forgetting import compact_fulltext, delete_where
+from memory.reinforcement import Vote
+from memory.tables import memories
+from workers.runtime import runtime_of
+from workers.settings import Settings
+
+log = logging.getLogger(__name__)
+
+JOBS = ("consolidate", "expire", "decay", "purge")
+TASK_PREFIX = "nightshift.maintain."
+VOTES_TASK = "nightshift.votes"
+
+Progress = Callable[[str], None]
+DEFAULT_TTL = TtlConfig()
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class JobSummary:
+    job: str
+    dry_run: bool
+    tenants: int
+    seconds: float
+    counts: dict[str, int] = field(default_factory=dict)
+    per_tenant: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def ttl_of(settings: Settings) -> TtlConfig:
+    """The TTL configuration, or TtlConfigError naming NIGHTSHIFT_MEMORY_TTL."""
+    try:
+        return TtlConfig.parse(settings.memory_ttl)
+    except expiry.TtlConfigError as error:
+        raise expiry.TtlConfigError(
+            f"NIGHTSHIFT_MEMORY_TTL={settings.memory_ttl!r}: {error}"
+        ) from None
+
+
+def tenants(engine: Engine, only: str | None = None) -> list[str]:
+    if only:
+        return [only]
+    with engine.connect() as conn:
+        return list(
+            conn.execute(select(memories.c.tenant).distinct().order_by(memories.c.tenant)).scalars()
+        )
+
+
+def run_job(
+    engine: Engine,
+    job: str,
+    *,
+    now: datetime,
+    ttl: TtlConfig = DEFAULT_TTL,
+    purge_after: timedelta = timedelta(days=30),
+    tenant: str | None = None,
+    dry_run: bool = False,
+    progress: Progress = lambda tenant: None,
+) -> JobSummary:
+    """Run `job` for one tenant or all of them.
+
+    Expire and decay are one set-based UPDATE (a single pass over the table,
+    whatever the number of tenants); consolidate plans every tenant from one
+    snapshot and applies tenant by tenant; purge deletes tenant by tenant
+    through the forgetting path, with a tombstone each.
+    """
+    if job not in JOBS:
+        raise ValueError(f"unknown maintenance job {job!r}; one of {', '.join(JOBS)}")
+    started = time.monotonic()
+    per: dict[str, dict[str, Any]]
+    if job == "consolidate":
+        results, hot_summaries = consolidation.consolidate(
+            engine, tenant, now, dry_run=dry_run, progress=progress
+        )
+        per = {
+            p.tenant: r.to_json() if r else {**p.counts(), "plan": p.to_json()} for p, r in results
+        }
+        per["*"] = {"hot_summaries": hot_summaries}
+    elif job == "expire":
+        n = _in_tx(engine, lambda c: expiry.expire(c, now, ttl, tenant=tenant, dry_run=dry_run))
+        per = {tenant or "*": {"expired": n}}
+    elif job == "decay":
+        n = _in_tx(engine, lambda c: reinforcement.decay(c, now, tenant=tenant, dry_run=dry_run))
+        per = {tenant or "*": {"decayed": n}}
+    else:
+        per = {}
+        for name in _purgeable_tenants(engine, now, purge_after, tenant):
+            per[name] = _purge(engine, name, now, purge_after, dry_run)
+            progress(name)
+        if per and not dry_run:
+            compact_fulltext(engine)  # once for the pass, not once per tenant
+    counts: dict[str, int] = {}
+    for result in per.values():
+        for key, value in result.items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                counts[key] = counts.get(key, 0) + value
+    tenants_done = len([t for t in per if t != "*"])
+    if job in ("expire", "decay"):
+        tenants_done = len(tenants(engine, tenant))
+    summary = JobSummary(
+        job, dry_run, tenants_done, round(time.monotonic() - started, 3), counts, per
+    )
+    log.info("maintenance %s done", job, extra={"action": f"maintain.{job}", **counts})
+    return summary
+
+
+def _purgeable_tenants(
+    engine: Engine, now: datetime, purge_after: timedelta, tenant: str | None
+) -> list[str]:
+    where = expiry.purgeable_clause(now, purge_after)
+    if tenant is not None:
+        where = and_(where, memories.c.tenant == tenant)
+    with engine.connect() as conn:
+        query = select(memories.c.tenant).where(where).distinct().order_by(memories.c.tenant)
+        return list(conn.execute(query).scalars())
+
+
+def _purge(
+    engine: Engine, tenant: str, now: datetime, purge_after: timedelta, dry_run: bool
+) -> dict[str, Any]:
+    where = expiry.purgeable_clause(now, purge_after)
+    if dry_run:
+        with engine.connect() as conn:
+            n = conn.execute(
+                select(func.count()).where(memories.c.tenant == tenant, where)
+            ).scalar_one()
+        return {"purgeable": int(n)}
+    purged = delete_where(
+        engine,
+        tenant,
+        where,
+        now=now,
+        reason=f"expired more than {purge_after.days} days ago",
+        compact=False,
+    )
+    return {k: v for k, v in purged.to_json().items() if k != "selector"}
+
+
+@retrying()
+def _in_tx(engine: Engine, work: Callable[[Any], int]) -> int:
+    with engine.begin() as conn:
+        return work(conn)
+
+
+def apply_vote_batch(
+    engine: Engine, handle: str, votes: Sequence[Vote], now: datetime
+) -> reinforcement.VoteReport:
+    """One transaction per batch; a redelivered batch (same handle) changes nothing."""
+
+    @retrying()
+    def work() -> reinforcement.VoteReport:
+        with engine.begin() as conn:
+            return reinforcement.apply_votes(conn, votes, now, handle=handle)
+
+    return work()
+
+
+def _task(job: str) -> Any:
+    @shared_task(bind=True, name=TASK_PREFIX + job, acks_late=True)
+    def maintain(self: Task, tenant: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+        rt = runtime_of(self.app)
+        settings = rt.settings
+        summary = run_job(
+            rt.engine,
+            job,
+            now=utcnow(),
+            ttl=ttl_of(settings),
+            purge_after=timedelta(days=settings.purge_after_days),
+            tenant=tenant,
+            dry_run=dry_run,
+        )
+        out = summary.to_json()
+        out.pop("per_tenant")
+        return out
+
+    return maintain
+
+
+consolidate_task = _task("consolidate")
+expire_task = _task("expire")
+decay_task = _task("decay")
+purge_task = _task("purge")
+
+
+@shared_task(bind=True, name=VOTES_TASK, acks_late=True, reject_on_worker_lost=True)
+def votes(self: Task, handle: str, batch: list[dict[str, Any]]) -> dict[str, Any]:
+    """Apply a batch of votes (sent to the memory-writer queue): commit, then ack."""
+    rt = runtime_of(self.app)
+    report = apply_vote_batch(rt.engine, handle, [Vote.from_json(v) for v in batch], utcnow())
+    return {"handle": handle, **report.to_json()}
