@@ -36,12 +36,14 @@ class Runtime:
         return f"{socket.gethostname()}:{os.getpid()}"
 
 
-_runtimes: dict[tuple[int, int], Runtime] = {}
-
-
 def runtime_of(app: Celery) -> Runtime:
-    """This process's runtime for `app` (a fork gets a fresh one)."""
-    slot = (id(app), os.getpid())
-    if slot not in _runtimes:
-        _runtimes[slot] = Runtime(app.nightshift_settings)
-    return _runtimes[slot]
+    """This process's runtime for `app` (a fork gets a fresh one).
+
+    Kept on the app itself: keying a cache by `id(app)` would hand a new app the
+    runtime (and database) of a collected one that happened to share its id.
+    """
+    pid, runtime = getattr(app, "_nightshift_runtime", (None, None))
+    if pid != os.getpid() or runtime is None:
+        runtime = Runtime(app.nightshift_settings)
+        app._nightshift_runtime = (os.getpid(), runtime)
+    return runtime

@@ -7,28 +7,15 @@ ones are integration tests (real databases, migrated with Alembic).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from memory.engine import open_engine
 from memory.store import Store
+from tests.clock import Clock
 from tests.services import postgres_database
 from workers import schema
-
-
-class Clock:
-    """An injected clock: tests move time, never wait for it."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from memory.policy import AgentRules
 from memory.receipts import Outcome
 from memory.records import Kind, Scope, Source, Status
 from memory.store import Store
+from tests.clock import Clock
 from tests.contract.build import ANA, candidate
-from tests.contract.conftest import Clock
 
 
 def everything_loaded(store: Store, goal: str, **kw: object) -> list[str]:

@@ -12,8 +12,8 @@ from memory.port import EditConflict, EditRefused, MemoryNotFound, NotPending
 from memory.receipts import Outcome
 from memory.records import Kind, Scope, Source, Status
 from memory.store import LoadBounds, Store
+from tests.clock import Clock
 from tests.contract.build import ANA, candidate
-from tests.contract.conftest import Clock
 
 BOB = Scope("acme", "bob", "triage")
 ANA_BILLING = Scope("acme", "ana", "billing")

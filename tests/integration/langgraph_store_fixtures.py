@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -18,24 +17,12 @@ from memory.engine import open_engine  # noqa: E402
 from memory.langgraph import NightshiftStore  # noqa: E402
 from memory.records import Provenance, Scope, Source  # noqa: E402
 from memory.store import Store  # noqa: E402
+from tests.clock import Clock
 from tests.services import postgres_database  # noqa: E402
 from workers import schema  # noqa: E402
 
 ANA = Scope("acme", "ana", "triage")
 BOB = Scope("acme", "bob", "triage")
-
-
-class Clock:
-    """The store's clock; tests move it instead of sleeping."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
 
 
 @contextmanager

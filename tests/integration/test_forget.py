@@ -22,10 +22,10 @@ from memory.maintenance_tables import tombstones
 from memory.records import Kind, Source, Status
 from memory.store import Store
 from memory.tables import audit
+from tests.clock import Clock
 from tests.integration.test_maintenance_support import (
     ANA,
     BOB,
-    Clock,
     candidate,
     find_everywhere,
     find_in_files,

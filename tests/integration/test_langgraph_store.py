@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.langgraph_store_fixtures import Clock, any_store
+from tests.clock import Clock
+from tests.integration.langgraph_store_fixtures import any_store
 
 from langgraph.store.memory import InMemoryStore  # isort: skip
 from langgraph.store.base import (  # isort: skip

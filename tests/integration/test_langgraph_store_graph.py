@@ -15,7 +15,8 @@ import pytest
 
 from memory.records import Source, Status
 from memory.store import Store
-from tests.integration.langgraph_store_fixtures import ANA, Clock, adapter, nightshift_store
+from tests.clock import Clock
+from tests.integration.langgraph_store_fixtures import ANA, adapter, nightshift_store
 
 from langgraph.graph import END, START, StateGraph  # isort: skip
 from langgraph.graph.state import CompiledStateGraph  # isort: skip

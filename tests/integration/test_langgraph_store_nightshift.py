@@ -18,7 +18,8 @@ from memory.expiry import expire, purgeable_clause
 from memory.forgetting import Requester, Selector, delete_where, forget
 from memory.records import Scope, Source, Status
 from memory.store import Store
-from tests.integration.langgraph_store_fixtures import ANA, BOB, Clock, adapter, nightshift_store
+from tests.clock import Clock
+from tests.integration.langgraph_store_fixtures import ANA, BOB, adapter, nightshift_store
 
 from langgraph.store.base import PutOp, TTLConfig  # isort: skip
 from langgraph.store.memory import InMemoryStore  # isort: skip

@@ -19,7 +19,8 @@ from memory.records import Kind, Layer, Source, Status
 from memory.reinforcement import Direction, Vote
 from memory.store import Store
 from memory.tables import memories
-from tests.integration.test_maintenance_support import ANA, Clock, candidate, insert_active
+from tests.clock import Clock
+from tests.integration.test_maintenance_support import ANA, candidate, insert_active
 from workers import schema
 from workers.maintenance import run_job
 

@@ -13,7 +13,8 @@ from memory.engine import open_engine
 from memory.records import Kind, Scope, Status
 from memory.store import Store
 from memory.tables import memories
-from tests.integration.test_maintenance_support import Clock, candidate
+from tests.clock import Clock
+from tests.integration.test_maintenance_support import candidate
 from tests.services import postgres_database
 from workers import schema
 

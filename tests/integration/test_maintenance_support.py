@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 from sqlalchemy import Connection, Engine, insert, inspect, text
@@ -13,17 +13,6 @@ from memory.tables import memories
 
 ANA = Scope("acme", "ana", "triage")
 BOB = Scope("acme", "bob", "triage")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
 
 
 def candidate(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -12,22 +12,12 @@ from memory.loading import Loaded
 from memory.receipts import Outcome
 from memory.records import Candidate, Kind, Provenance, Scope, Source, Status
 from memory.store import LoadBounds, Store
+from tests.clock import Clock
 from workers import schema
 
 pytestmark = pytest.mark.integration
 
 ANA = Scope("acme", "ana", "triage")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
 
 
 @pytest.fixture

@@ -41,3 +41,19 @@ def test_environment_is_read_once_and_flags_win(tmp_path: Path) -> None:
 def test_bad_values_name_the_variable(name: str, value: str, message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         Settings.from_env({name: value})
+
+
+def test_each_app_has_its_own_runtime_even_when_ids_are_reused(tmp_path: Path) -> None:
+    import gc
+
+    from workers.app import create_app
+    from workers.runtime import runtime_of
+
+    seen = {}
+    for n in range(20):  # ids of collected apps are reused; runtimes must not be
+        url = f"sqlite:///{tmp_path / f'{n}.db'}"
+        app = create_app(Settings(data_dir=tmp_path, database_url=url))
+        seen[id(app)] = url
+        assert runtime_of(app).settings.database_url == url
+        del app
+        gc.collect()
