@@ -20,6 +20,8 @@ Two steps, so the slow part holds no locks:
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import re
 import uuid
@@ -358,10 +360,23 @@ def _sketch(words: frozenset[str]) -> list[tuple[int, ...]]:
     Jaccard 0.85 happens in most of the 3 bands and for unrelated texts almost never,
     so candidate buckets stay small however common a word is.
     """
-    hashes = [hash(w) for w in words]
+    hashes = [_word_hash(w) for w in words]
     if len(hashes) < 2:
         return [(0, *hashes)]
-    return [(seed, *sorted(h ^ seed for h in hashes)[:2]) for seed in _SEEDS]
+    return [(seed, *sorted(_mix(h, seed) for h in hashes)[:2]) for seed in _SEEDS]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _word_hash(word: str) -> int:
+    """A hash that is the same in every process (Python's `hash` of a str is salted
+    per process, which made the same plan differ from run to run)."""
+    return int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "big")
+
+
+def _mix(value: int, seed: int) -> int:
+    """A cheap, well-spread 64-bit permutation per seed (multiply, then xor-shift)."""
+    x = ((value ^ seed) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    return x ^ (x >> 31)
 
 
 def _clusters(
