@@ -24,7 +24,6 @@ from sqlalchemy import (
     column,
     event,
     func,
-    literal,
     text,
 )
 from sqlalchemy.sql import Select
@@ -133,21 +132,6 @@ def terms(prose: str) -> list[str]:
     return list(dict.fromkeys(words))[:MAX_TERMS]
 
 
-def with_relevance(query: Select, words: list[str], dialect: str) -> Select:
-    """`query` over ns_memories with a `relevance` column added (0 when nothing matches)."""
-    if not words:
-        return query.add_columns(literal(0.0).label("relevance"))
-    if dialect == "postgresql":
-        ts_query = func.to_tsquery("english", " | ".join(words))
-        vector = memories.c.search_vector
-        rank: ColumnElement[float] = func.ts_rank(vector, ts_query)
-        return query.add_columns(rank.label("relevance"))
-    fts = _sqlite_matches(" OR ".join(f'"{w}"' for w in words))
-    return query.outerjoin(fts, fts.c.memory_id == memories.c.id).add_columns(
-        func.coalesce(fts.c.rel, 0.0).label("relevance")
-    )
-
-
 def match_text(words: list[str], dialect: str) -> str:
     """The query-language string for `words` (any of them), for the `match` parameter."""
     if dialect == "postgresql":
@@ -156,7 +140,8 @@ def match_text(words: list[str], dialect: str) -> str:
 
 
 def with_relevance_param(query: Select, dialect: str) -> Select:
-    """Like `with_relevance`, with the words left as the bound parameter `match`.
+    """`query` over ns_memories with a `relevance` column (0 when nothing matches),
+    the words left as the bound parameter `match` (see `match_text`).
 
     The statement's shape no longer depends on the words, so it is built once and
     reused: SQLAlchemy then skips compiling it, which is most of a small query's cost.
