@@ -10,6 +10,7 @@ a transaction rather than deadlocking on a lock upgrade halfway through.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -50,13 +51,14 @@ def open_engine(url: str, *, pool_size: int = 5) -> Engine:
         if parsed.drivername == "postgresql":
             # SQLAlchemy 2.1 defaults to psycopg 3; nightshift ships psycopg2-binary.
             parsed = parsed.set(drivername="postgresql+psycopg2")
-        return create_engine(
+        engine = create_engine(
             parsed,
             pool_size=pool_size,
             max_overflow=pool_size,
-            pool_pre_ping=True,
             connect_args={"connect_timeout": 5},
         )
+        _ping_after_idle(engine)
+        return engine
     raise ValueError(
         f"unsupported database URL {parsed.render_as_string(hide_password=True)}: "
         "use postgresql://… or sqlite:///path"
@@ -77,6 +79,44 @@ def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+PING_AFTER_IDLE_SECONDS = 1.0
+
+
+def _ping_after_idle(engine: Engine) -> None:
+    """Check a pooled connection before use only when it sat idle in the pool.
+
+    `pool_pre_ping` pings on every checkout: a round trip per transaction, which
+    for a short run is a sizeable share of its database time. A connection back
+    from use under a second ago was alive then; one that idled longer (where a
+    server restart or an idle timeout bites) is pinged, and a dead one replaced,
+    as pre-ping would. A connection that dies inside that second fails its
+    statement with a disconnect error, which invalidates the pool's connections
+    and which `retrying()` retries.
+    """
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(_dbapi_connection: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        if record is not None:
+            record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get("idle_since", 0.0)
+        if time.monotonic() - idle_since < PING_AFTER_IDLE_SECONDS:
+            return
+        try:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("SELECT 1")
+            cursor.close()
+        except Exception as error:
+            # The pool discards this connection and checks out (or opens) another.
+            raise exc.DisconnectionError(f"pooled connection is dead: {error}") from error
 
 
 def _driver_level(error: BaseException) -> bool:

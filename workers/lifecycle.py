@@ -14,7 +14,6 @@ sweep removes what it leaves. Memory candidates leave the run only through
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -82,7 +81,7 @@ def execute(
     if run is None:
         return Outcome(key, "skipped", summary="already claimed or finished")
     state = RunState(rt=rt, run=run, owner=owner, clock=clock, submit=submit, spawn=spawn)
-    with _LeaseKeeper(rt, key, owner, lease, clock):
+    with rt.leases.hold(key, owner, lease, clock):
         run_hooks(state, default_hooks(time_limit_errors) if hooks is None else hooks)
     return Outcome(
         key,
@@ -101,34 +100,3 @@ def _claim(
 ) -> Run | None:
     with rt.engine.begin() as conn:
         return runs.claim(conn, key, owner, clock(), lease, sandbox=box)
-
-
-class _LeaseKeeper:
-    """Renews the run's lease every third of its length while the agent works."""
-
-    def __init__(self, rt: Runtime, key: str, owner: str, lease: timedelta, clock: Clock):
-        self._rt, self._key, self._owner, self._lease, self._clock = rt, key, owner, lease, clock
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"lease:{key}", daemon=True)
-
-    def __enter__(self) -> _LeaseKeeper:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _loop(self) -> None:
-        interval = self._lease.total_seconds() / 3
-        while not self._stop.wait(interval):
-            try:
-                with self._rt.engine.begin() as conn:
-                    if not runs.renew(conn, self._key, self._owner, self._clock(), self._lease):
-                        return
-            except Exception:
-                log.warning(
-                    "lease renewal failed; will retry",
-                    exc_info=True,
-                    extra={"action": "run.lease_retry", "run_key": self._key},
-                )

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, or_, select, update
+from sqlalchemy import Connection, Text, and_, bindparam, func, or_, select, update
 
 from memory.dialect import insert_ignoring_conflicts
 from workers.tables import runs
@@ -111,6 +111,8 @@ class Run:
     parent_key: str = ""
     subagent: str = ""
     cancel_requested: bool = False
+    tried: str = ""  # the goal attempt: what the run tried, and its evidence
+    evidence: str = ""
 
     @classmethod
     def from_row(cls, row: Any) -> Run:
@@ -140,6 +142,8 @@ class Run:
             parent_key=row["parent_key"],
             subagent=row["subagent"],
             cancel_requested=bool(row["cancel_requested"]),
+            tried=row["tried"],
+            evidence=row["evidence"],
         )
 
     @property
@@ -162,6 +166,53 @@ def create(conn: Connection, requests: Sequence[RunRequest], now: datetime) -> l
     return insert_ignoring_conflicts(conn, runs, [r.row(now) for r in requests], returning="key")
 
 
+# The statements every run executes, built once (building them per call costs more
+# than executing them); each takes its values as bind parameters.
+_CLAIM = (
+    update(runs)
+    .where(
+        runs.c.key == bindparam("run_key"),
+        or_(
+            runs.c.status == RunStatus.QUEUED.value,
+            and_(
+                runs.c.status == RunStatus.RUNNING.value,
+                runs.c.lease_expires_at < bindparam("now"),
+            ),
+        ),
+    )
+    .values(
+        status=RunStatus.RUNNING.value,
+        lease_owner=bindparam("owner"),
+        lease_expires_at=bindparam("expires"),
+        attempts=runs.c.attempts + 1,
+        started_at=bindparam("now"),
+        sandbox=bindparam("box"),
+    )
+    .returning(*runs.c)  # one round trip (PostgreSQL; SQLite ≥ 3.35)
+)
+_HELD = (
+    runs.c.key == bindparam("run_key"),
+    runs.c.lease_owner == bindparam("owner"),
+    runs.c.status == RunStatus.RUNNING.value,
+)
+_FINISH = (
+    update(runs)
+    .where(*_HELD)
+    .values(
+        status=bindparam("new_status"),
+        finished_at=bindparam("now"),
+        lease_expires_at=None,
+        candidates=bindparam("n_candidates"),
+        write_handle=bindparam("handle"),
+        summary=bindparam("summary_text"),
+        error=bindparam("error_text"),
+        tried=bindparam("tried_text"),
+        evidence=bindparam("evidence_text"),
+        loaded_ids=func.coalesce(bindparam("loaded", type_=Text), runs.c.loaded_ids),
+    )
+)
+
+
 def claim(
     conn: Connection, key: str, owner: str, now: datetime, lease: timedelta, *, sandbox: str = ""
 ) -> Run | None:
@@ -170,23 +221,10 @@ def claim(
     `sandbox` is the path the run's sandbox will have: recorded with the claim, before
     the directory exists, so the sweep never mistakes a live sandbox for an orphan.
     """
-    claimable = or_(
-        runs.c.status == RunStatus.QUEUED.value,
-        and_(runs.c.status == RunStatus.RUNNING.value, runs.c.lease_expires_at < now),
-    )
     row = (
         conn.execute(
-            update(runs)
-            .where(runs.c.key == key, claimable)
-            .values(
-                status=RunStatus.RUNNING.value,
-                lease_owner=owner,
-                lease_expires_at=now + lease,
-                attempts=runs.c.attempts + 1,
-                started_at=now,
-                sandbox=sandbox,
-            )
-            .returning(*runs.c)  # one round trip (PostgreSQL; SQLite ≥ 3.35)
+            _CLAIM,
+            {"run_key": key, "now": now, "owner": owner, "expires": now + lease, "box": sandbox},
         )
         .mappings()
         .first()
@@ -229,24 +267,26 @@ def finish(
     summary: str = "",
     error: str = "",
     loaded_ids: Sequence[str] | None = None,
+    tried: str = "",
+    evidence: str = "",
 ) -> bool:
-    """Record the outcome (and what the run was given), only if we still hold the run."""
-    given = {} if loaded_ids is None else {"loaded_ids": json.dumps(list(loaded_ids))}
+    """Record the outcome, the goal attempt (what was tried, the evidence) and what the
+    run was given, only if we still hold the run."""
     result = conn.execute(
-        update(runs)
-        .where(
-            runs.c.key == key, runs.c.lease_owner == owner, runs.c.status == RunStatus.RUNNING.value
-        )
-        .values(
-            status=status.value,
-            finished_at=now,
-            lease_expires_at=None,
-            candidates=candidates,
-            write_handle=write_handle,
-            summary=summary[:2000],
-            error=error[:4000],
-            **given,
-        )
+        _FINISH,
+        {
+            "run_key": key,
+            "owner": owner,
+            "now": now,
+            "new_status": status.value,
+            "n_candidates": candidates,
+            "handle": write_handle,
+            "summary_text": summary[:2000],
+            "error_text": error[:4000],
+            "tried_text": tried[:2000],
+            "evidence_text": evidence[:2000],
+            "loaded": None if loaded_ids is None else json.dumps(list(loaded_ids)),
+        },
     )
     return result.rowcount == 1
 

@@ -1,4 +1,4 @@
-"""Per-process resources built from settings: the engine and the memory store.
+"""Per-process resources built from settings: the engine, the memory store, the leases.
 
 Built lazily once per process (after a prefork child starts, so no connection is
 shared across a fork), and reachable from a task as `runtime_of(task.app)`.
@@ -16,6 +16,7 @@ from sqlalchemy import Engine
 
 from memory.engine import open_engine
 from memory.store import Store
+from workers.leases import LeaseRenewer
 from workers.settings import Settings
 
 
@@ -30,6 +31,10 @@ class Runtime:
     @cached_property
     def store(self) -> Store:
         return Store(self.engine)
+
+    @cached_property
+    def leases(self) -> LeaseRenewer:
+        return LeaseRenewer(self.engine)
 
     @property
     def worker_id(self) -> str:

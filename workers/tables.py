@@ -39,8 +39,13 @@ runs = Table(
     Column("parent_key", String(255), nullable=False, server_default=""),
     Column("subagent", String(128), nullable=False, server_default=""),
     Column("cancel_requested", Boolean, nullable=False, server_default="0"),
+    # 0004_runs_attempts: the run's goal attempt (what it tried, its evidence) lives on
+    # its row, so a run that writes no memory sends the writer nothing.
+    Column("tried", Text, nullable=False, server_default=""),
+    Column("evidence", Text, nullable=False, server_default=""),
 )
 Index("ix_ns_runs_status_lease", runs.c.status, runs.c.lease_expires_at)
 Index("ix_ns_runs_schedule", runs.c.schedule, runs.c.enqueued_at)
 Index("ix_ns_runs_enqueued", runs.c.enqueued_at)
 Index("ix_ns_runs_parent", runs.c.parent_key)
+Index("ix_ns_runs_scope_finished", runs.c.tenant, runs.c.user_id, runs.c.agent, runs.c.finished_at)

@@ -99,8 +99,8 @@ def write(
         candidates  [Candidate.to_json(), …]: the agent's candidates (may be empty)
         votes       [{"memory_id": …, "direction": "up"|"down", "voter": agent,
                       "run_id": run key}, …] (`memory.reinforcement.Vote`)
-        followups   [{"handle": "attempt:<run key>", "candidates": […]}, …]: batches
-                    the run adds itself (its goal attempt), each with its own receipt
+        followups   [{"handle": "goal:<run key>", "candidates": […]}, …]: batches
+                    the run adds itself (a new goal record), each with its own receipt
 
     Every batch is idempotent by its handle, so a redelivered message changes nothing;
     the votes are applied last, as one batch with handle `votes:<handle>`.

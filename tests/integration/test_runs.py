@@ -144,8 +144,13 @@ def test_agent_exception_is_recorded_redacted_and_sandbox_removed(rt: Runtime) -
         clock=lambda: datetime.now(UTC),
     )
     assert outcome.status == "failed"
-    [(_handle, _key, candidates, extra)] = submitted  # only the run's attempt, as a follow-up
-    assert candidates == [] and [b["handle"] for b in extra["followups"]] == ["attempt:boom@1"]
+    # None of a failed run's output reaches the writer: only its (new) goal record does;
+    # its attempt is on its own row.
+    [(_handle, _key, candidates, extra)] = submitted
+    assert candidates == [] and [b["handle"] for b in extra["followups"]] == ["goal:boom@1"]
+    with rt.engine.connect() as conn:
+        found = runs.get(conn, "boom@1")
+    assert found is not None and "agent crashed" in found.tried and "sk-abcdef" not in found.tried
     assert "agent crashed" in outcome.error and "sk-abcdef" not in outcome.error
     assert leftovers(rt.settings.sandbox_root) == []
 

@@ -1,24 +1,19 @@
-"""Goals and attempts: read the scope's goal before the run, append this run's attempt after.
+"""Goals and attempts: read the scope's goal and latest attempts before the run.
 
-The attempt (what was tried, the outcome, the evidence) and, when the run's goal
-text is new, the goal record travel to the writer as follow-up batches of the
-run's write message, under their own handles (`attempt:<run key>`), so they never
-mix with the agent's candidates.
+The attempts are the scope's latest finished runs (`workers.attempts`); this
+run's own attempt is recorded when the record hook finishes its row. When the
+run's goal text is new, the goal record travels to the writer as a follow-up
+batch of the run's write message, under its own handle (`goal:<run key>`), so it
+never mixes with the agent's candidates.
 """
 
 from __future__ import annotations
 
 from memory import attachment
 from memory.engine import retrying
-from memory.goals import (
-    Attempt,
-    GoalView,
-    attempt_candidate,
-    goal_candidate,
-    goal_record,
-    read_goal,
-)
+from memory.goals import GoalView, goal_candidate, goal_record, read_goal_record
 from memory.records import Scope
+from workers import attempts
 from workers.hooks import Hook
 from workers.hooks.state import RunState
 from workers.hooks.write_back import receipt_handle
@@ -34,32 +29,16 @@ class GoalHook(Hook):
         state.goal = _read(state)
 
     def after_run(self, state: RunState) -> None:
-        if state.scope is None or state.retry:
-            return
         run = state.run
-        candidates = []
-        if run.goal and run.goal != self._current_text(state):
-            candidates.append(
-                goal_candidate(
-                    state.scope, run.goal, run_key=run.key, agent=run.agent, schedule=run.schedule
-                )
-            )
-        attempt = Attempt(
-            run_key=run.key,
-            outcome=state.status.value,
-            tried=state.result.tried or state.result.summary or state.error,
-            evidence=state.result.evidence,
-        )
-        candidates.append(
-            attempt_candidate(
-                state.scope, attempt, agent=run.agent, schedule=run.schedule, subagent=run.subagent
-            )
+        if state.scope is None or state.retry or not run.goal:
+            return
+        if run.goal == self._current_text(state):
+            return
+        goal = goal_candidate(
+            state.scope, run.goal, run_key=run.key, agent=run.agent, schedule=run.schedule
         )
         state.followups.append(
-            {
-                "handle": receipt_handle("attempt", run.key),
-                "candidates": [c.to_json() for c in candidates],
-            }
+            {"handle": receipt_handle("goal", run.key), "candidates": [goal.to_json()]}
         )
 
     @staticmethod
@@ -75,4 +54,11 @@ def _read(state: RunState) -> GoalView:
     """A run that brings its goal text needs only the attempts (the record, if any, comes
     with the hot memory of the load); one without asks for the record too."""
     assert state.scope is not None
-    return read_goal(state.rt.store, state.scope, with_record=not state.run.goal)
+    with state.rt.engine.connect() as conn:
+        tried = attempts.latest(conn, state.scope)
+    if state.run.goal:
+        return GoalView("", tried)
+    record = read_goal_record(state.rt.store, state.scope)
+    if record is None:
+        return GoalView("", tried)
+    return GoalView(record.content, tried, record.id)

@@ -52,6 +52,9 @@ class RecordHook(Hook):
             summary=redact(state.result.summary),
             error=state.error,
             loaded_ids=state.loaded.ids,
+            # The run's goal attempt; the next run in the scope reads it (workers.attempts).
+            tried=redact(state.result.tried or state.result.summary or state.error),
+            evidence=redact(state.result.evidence),
         )
 
 
