@@ -9,10 +9,12 @@ The program starts in `$NIGHTSHIFT_SANDBOX` (its working directory) with:
     trigger.json       the trigger, payload marked untrusted
     outbox.jsonl       empty: where it leaves candidates, votes and its outcome
                        (format: `workers.adapters.outbox`)
+    .mcp.json          the same memory tools as a stdio MCP server, for agents
+                       that speak MCP (`workers.adapters.mcp`; also `$NIGHTSHIFT_MCP`)
 
 and a clean environment: PATH, HOME and TMPDIR (both inside the sandbox), LANG,
 `NIGHTSHIFT_RUN_KEY`, `NIGHTSHIFT_AGENT`, `NIGHTSHIFT_SANDBOX`, `NIGHTSHIFT_OUTBOX`,
-plus only what `NIGHTSHIFT_COMMAND_ENV` names. It runs in its own process group,
+`NIGHTSHIFT_MCP` (the MCP server's command line), plus only what `NIGHTSHIFT_COMMAND_ENV` names. It runs in its own process group,
 confined by Landlock (`landlock.py`) to read the system and read-write its sandbox.
 
 What ends the run how:
@@ -29,6 +31,7 @@ What ends the run how:
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import shlex
 import signal
@@ -44,13 +47,14 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from memory.secrets import redact
-from workers.adapters import outbox
+from workers.adapters import mcp, outbox
 from workers.adapters.landlock import Ruleset
 from workers.agents import AgentResult, AgentTimedOut, RunContext, SandboxViolation
 
 if TYPE_CHECKING:
     from workers.settings import Settings
 
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # workers/
 WORKDIR = "work"  # the program's sandbox, inside the run's sandbox directory
 OUTPUT_TAIL = 2000
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -100,8 +104,9 @@ class CommandAgent:
         return apply_outbox(ctx, outbox.read(out_path))
 
     def _readable(self) -> list[str]:
-        # The program itself, and the interpreter prefix for agents written in Python.
-        return [self.argv[0], sys.prefix, sys.base_prefix]
+        # The program itself, the interpreter prefix for agents written in Python, and
+        # this package (not under the prefix in an editable install) for the MCP server.
+        return [self.argv[0], sys.prefix, sys.base_prefix, str(PACKAGE_DIR)]
 
     def _run(self, ctx: RunContext, work: Path, output: IO[bytes], ruleset: Ruleset | None) -> int:
         env = {
@@ -114,8 +119,10 @@ class CommandAgent:
             "NIGHTSHIFT_AGENT": ctx.agent,
             "NIGHTSHIFT_SANDBOX": str(work),
             "NIGHTSHIFT_OUTBOX": str(work / outbox.OUTBOX_NAME),
+            "NIGHTSHIFT_MCP": shlex.join(mcp.command()),
         }
         (work / "tmp").mkdir(exist_ok=True)
+        _write_mcp_config(work)
         deadline = ctx.deadline or time.monotonic() + self.default_time_limit
         proc = subprocess.Popen(
             self.argv,
@@ -185,6 +192,14 @@ def parse_env(raw: str) -> dict[str, str]:
             raise ValueError(f"command environment entry {item!r} is not NAME=value")
         env[name.strip()] = value
     return env
+
+
+def _write_mcp_config(work: Path) -> None:
+    """`.mcp.json`, the project MCP configuration coding agents look for in their cwd."""
+    program, *args = mcp.command()
+    server = {"command": program, "args": args}
+    config = {"mcpServers": {"nightshift-memory": server}}
+    (work / ".mcp.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
 
 
 def _move_projection_into_workdir(box: Path) -> Path:
