@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, create_engine, event, exc
+from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.engine import make_url
 from tenacity import (
     before_sleep_log,
@@ -163,6 +164,23 @@ def retrying(attempts: int = 5) -> Callable[[Callable[..., T]], Callable[..., T]
         before_sleep=before_sleep_log(log, logging.WARNING),
         reraise=True,
     )
+
+
+@contextmanager
+def one_statement(engine: Engine) -> Iterator[Connection]:
+    """A connection for a unit of work that is a single statement.
+
+    On PostgreSQL the statement runs in autocommit: one statement is its own
+    transaction, so the BEGIN and COMMIT (or ROLLBACK) round trips buy nothing. On
+    SQLite it is an ordinary `BEGIN IMMEDIATE` transaction. Never use it for two
+    statements that must see or change the database together.
+    """
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            yield conn.execution_options(isolation_level="AUTOCOMMIT")
+    else:
+        with engine.begin() as conn:
+            yield conn
 
 
 def safe_url(url: str) -> str:

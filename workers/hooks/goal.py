@@ -10,7 +10,7 @@ never mixes with the agent's candidates.
 from __future__ import annotations
 
 from memory import attachment
-from memory.engine import retrying
+from memory.engine import one_statement, retrying
 from memory.goals import GoalView, goal_candidate, goal_record, read_goal_record
 from memory.records import Scope
 from workers import attempts
@@ -54,7 +54,7 @@ def _read(state: RunState) -> GoalView:
     """A run that brings its goal text needs only the attempts (the record, if any, comes
     with the hot memory of the load); one without asks for the record too."""
     assert state.scope is not None
-    with state.rt.engine.connect() as conn:
+    with one_statement(state.rt.engine) as conn:
         tried = attempts.latest(conn, state.scope)
     if state.run.goal:
         return GoalView("", tried)
