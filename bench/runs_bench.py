@@ -8,8 +8,8 @@ NIGHTSHIFT_TEST_REDIS_URL or redis://127.0.0.1:6379/13, flushed) and a fresh
 PostgreSQL database (`--postgres-url`), all of these workers are up at once:
 
 1. peer: a Celery worker (same options as ours: acks_late, prefetch 1, json,
-   prefork `--concurrency`, task events on, INFO logging) running a task that
-   does nothing;
+   prefork `--concurrency`, task events on including task-sent, INFO logging)
+   running a task that does nothing;
 2. nightshift run worker + memory writer, running runs of a Python agent that
    does nothing, and of a `command` agent (`/bin/true` through the command
    adapter: sandbox, Landlock, clean environment, outbox).
@@ -46,6 +46,7 @@ import redis
 from celery import Celery
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
 
 from workers import runs, schema
 from workers.agents import AgentResult, RunContext
@@ -75,6 +76,7 @@ def peer_app(broker: str) -> Celery:
         result_serializer="json",
         accept_content=["json"],
         task_default_queue="bench.noop",
+        task_send_sent_event=True,  # as ours: Flower's "sent" state
         worker_hijack_root_logger=False,
     )
     app.task(name=NOOP_TASK)(noop_task)
@@ -115,7 +117,9 @@ def postgres(url: str) -> Iterator[str]:
 
 
 @contextmanager
-def processes(commands: Sequence[list[str]], env: dict[str, str], logs: Path) -> Iterator[None]:
+def processes(
+    commands: Sequence[list[str]], env: dict[str, str], logs: Path
+) -> Iterator[list[subprocess.Popen[bytes]]]:
     procs = []
     env = {**env, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     for i, argv in enumerate(commands):
@@ -124,7 +128,7 @@ def processes(commands: Sequence[list[str]], env: dict[str, str], logs: Path) ->
                 subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=logs)
             )
     try:
-        yield
+        yield procs
     finally:
         for proc in procs:
             proc.terminate()
@@ -134,6 +138,81 @@ def processes(commands: Sequence[list[str]], env: dict[str, str], logs: Path) ->
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(roots: set[int]) -> float:
+    """CPU seconds (user + system) of the processes `roots` and all their descendants,
+    including children they already reaped (a prefork pool's recycled processes)."""
+    parents, used = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = raw[raw.rindex(")") + 2 :].split()
+        pid = int(entry)
+        parents[pid] = int(fields[1])
+        own = int(fields[11]) + int(fields[12])
+        reaped = int(fields[13]) + int(fields[14])
+        used[pid] = own + (reaped if pid in roots else 0)
+
+    def inside(pid: int) -> bool:
+        while pid > 1:
+            if pid in roots:
+                return True
+            pid = parents.get(pid, 0)
+        return False
+
+    return sum(ticks for pid, ticks in used.items() if inside(pid)) / CLOCK_TICKS
+
+
+def pids_cpu(pids: set[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            raw = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = raw[raw.rindex(")") + 2 :].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / CLOCK_TICKS
+
+
+@dataclass
+class CpuMeter:
+    """CPU seconds spent by the processes that serve one contender: its Celery workers,
+    the Redis server (shared; only one contender runs at a time), and for nightshift
+    the PostgreSQL server processes of the benchmark database."""
+
+    redis_client: Any
+    database_url: str
+
+    def redis(self) -> float:
+        info = self.redis_client.info("cpu")
+        return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+    def postgres(self) -> float:
+        name = make_url(self.database_url).database
+        with create_engine(make_url(self.database_url).set(drivername="postgresql+psycopg2"),
+                           poolclass=NullPool).connect() as conn:  # fmt: skip
+            pids = set(
+                conn.execute(
+                    text("SELECT pid FROM pg_stat_activity WHERE datname = :name"), {"name": name}
+                ).scalars()
+            )
+        return pids_cpu(pids)
+
+    def read(self, roots: dict[str, set[int]], with_postgres: bool) -> dict[str, float]:
+        found = {name: tree_cpu(pids) for name, pids in roots.items()}
+        found["redis"] = self.redis()
+        if with_postgres:
+            found["postgres"] = self.postgres()
+        return found
 
 
 def timed_batch(send_all: Any, n: int) -> tuple[float, list[Any]]:
@@ -156,6 +235,7 @@ class Rounds:
     """Per-round rates of each contender, and the run hooks' timings per agent."""
 
     rates: dict[str, list[float]] = field(default_factory=dict)
+    cpu_ms: dict[str, list[dict[str, float]]] = field(default_factory=dict)  # per task, by part
     timings: dict[str, list[dict[str, float]]] = field(default_factory=dict)
 
     def ratios(self, name: str) -> list[float]:
@@ -201,12 +281,24 @@ def interleaved(
         COMMAND: runs_of("cmd"),
     }
     out = Rounds()
-    with processes(commands, env, logs):
+    meter = CpuMeter(redis.Redis.from_url(broker), settings.database_url)
+    with processes(commands, env, logs) as procs:
+        our_roots = {"run worker": {procs[1].pid}, "writer": {procs[2].pid}}
+        roots = {PEER: {"worker": {procs[0].pid}}, NOOP: our_roots, COMMAND: our_roots}
         for send_all in senders.values():
             timed_batch(send_all, 20)  # warm-up: worker start, imports, connections
         for _ in range(repeat):
             for name, send_all in senders.items():
+                cpu_before = meter.read(roots[name], with_postgres=name != PEER)
                 took, values = timed_batch(send_all, sizes[name])
+                # Measured after the batch; the writer may still be applying, which the
+                # postgres and writer figures then count in the next batch (small: a no-op
+                # run writes nothing, a command run here neither).
+                cpu_after = meter.read(roots[name], with_postgres=name != PEER)
+                per_task = {
+                    k: (cpu_after[k] - v) * 1000 / sizes[name] for k, v in cpu_before.items()
+                }
+                out.cpu_ms.setdefault(name, []).append(per_task)
                 if name != PEER:
                     bad = [v for v in values if v["status"] != "succeeded"]
                     if bad:
@@ -284,6 +376,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     a = quantiles([sum(t.values()) * 1000 for t in noop_t])
     b = quantiles([sum(t.values()) * 1000 for t in cmd_t])
     print(f"{'all hooks':<14}{a[0]:>10.2f} / {a[1]:<7.2f}{b[0]:>10.2f} / {b[1]:<7.2f}")
+    print("\nCPU per task, ms, all processes serving it (workers, Redis; PostgreSQL for ours)")
+    peer_cpu = statistics.median(sum(r.values()) for r in found.cpu_ms[PEER])
+    for name, rounds in found.cpu_ms.items():
+        med = statistics.median(sum(r.values()) for r in rounds)
+        parts = ", ".join(
+            f"{part} {statistics.median(r[part] for r in rounds):.2f}" for part in rounds[0]
+        )
+        print(f"{name:<36}{med:>9.2f}   peer/ours = {peer_cpu / med:.2f}   ({parts})")
     target = statistics.median(found.ratios(NOOP))
     print(f"\nno-op run rate / bare task rate, median of rounds = {target:.2f} (target ≥ 0.40)")
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.engine import make_url
@@ -166,21 +167,42 @@ def retrying(attempts: int = 5) -> Callable[[Callable[..., T]], Callable[..., T]
     )
 
 
-@contextmanager
-def one_statement(engine: Engine) -> Iterator[Connection]:
-    """A connection for a unit of work that is a single statement.
+_AUTOCOMMIT_SIBLINGS: WeakKeyDictionary[Engine, Engine] = WeakKeyDictionary()
 
-    On PostgreSQL the statement runs in autocommit: one statement is its own
-    transaction, so the BEGIN and COMMIT (or ROLLBACK) round trips buy nothing. On
-    SQLite it is an ordinary `BEGIN IMMEDIATE` transaction. Never use it for two
-    statements that must see or change the database together.
+
+@contextmanager
+def autocommit(engine: Engine) -> Iterator[Connection]:
+    """A connection whose every statement is its own transaction, for reads that need no
+    snapshot across statements and for units of work that are one statement.
+
+    On PostgreSQL it comes from a sibling pool whose connections are in autocommit
+    from birth: no BEGIN and COMMIT round trips, and no switching a pooled
+    connection in and out of autocommit (psycopg2 pays a round trip for that too).
+    On SQLite it is an ordinary `BEGIN IMMEDIATE` transaction. Never use it for two
+    statements that must change the database together.
     """
-    if engine.dialect.name == "postgresql":
-        with engine.connect() as conn:
-            yield conn.execution_options(isolation_level="AUTOCOMMIT")
-    else:
+    if engine.dialect.name != "postgresql":
         with engine.begin() as conn:
             yield conn
+        return
+    with _autocommit_sibling(engine).connect() as conn:
+        yield conn
+
+
+def _autocommit_sibling(engine: Engine) -> Engine:
+    sibling = _AUTOCOMMIT_SIBLINGS.get(engine)
+    if sibling is None:
+        sibling = create_engine(
+            engine.url,
+            isolation_level="AUTOCOMMIT",
+            pool_size=engine.pool.size(),  # type: ignore[attr-defined]
+            max_overflow=engine.pool._max_overflow,  # type: ignore[attr-defined]
+            connect_args={"connect_timeout": 5},
+        )
+        _ping_after_idle(sibling)
+        event.listen(engine, "engine_disposed", lambda _engine: sibling.dispose())
+        _AUTOCOMMIT_SIBLINGS[engine] = sibling
+    return sibling
 
 
 def safe_url(url: str) -> str:

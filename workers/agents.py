@@ -139,7 +139,7 @@ class RunContext:
     sandbox: Path
     schedule: str = ""
     candidates: list[Candidate] = field(default_factory=list)
-    attempts: tuple[Attempt, ...] = ()  # earlier attempts at this goal, newest first
+    attempts_source: Callable[[], tuple[Attempt, ...]] | None = None
     votes: list[Vote] = field(default_factory=list)
     subagents: list[Subagent] = field(default_factory=list)
     deadline: float | None = None  # time.monotonic() by which the agent must be done
@@ -149,6 +149,15 @@ class RunContext:
     reader: Reader | None = None
     spawner: Spawner | None = None
     cancel_check: Callable[[], bool] | None = None
+    _attempts: tuple[Attempt, ...] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def attempts(self) -> tuple[Attempt, ...]:
+        """Earlier attempts at this goal in this scope, newest first: read on first use,
+        so an agent that never looks costs no query."""
+        if self._attempts is None:
+            self._attempts = self.attempts_source() if self.attempts_source else ()
+        return self._attempts
 
     def remember(
         self,
@@ -234,6 +243,13 @@ class RunContext:
 
 
 Agent = Callable[[RunContext], AgentResult | None]
+
+
+def reads_files(agent: Agent) -> bool:
+    """Whether `agent` reads its memory as files in the sandbox (`AGENTS.md`, `memory/`,
+    `trigger.json`): a command agent does; a Python callable or the LLM loop gets it as
+    objects and tools, unless the callable sets `reads_files = True` on itself."""
+    return bool(getattr(agent, "reads_files", False))
 
 
 @dataclass(frozen=True, slots=True)

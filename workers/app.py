@@ -45,7 +45,9 @@ def create_app(settings: Settings) -> Celery:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        task_track_started=True,
+        # No STARTED state in the result backend: the run row says whether a run started
+        # (and Flower has task-started events); it cost a read and a write per run.
+        task_track_started=False,
         task_send_sent_event=True,
         worker_send_task_events=True,
         task_serializer="json",

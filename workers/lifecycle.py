@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from memory.engine import one_statement, retrying
+from memory.engine import autocommit, retrying
 from workers import runs, sandbox
 from workers.hooks import Hook, run_hooks
 from workers.hooks.goal import GoalHook
@@ -98,5 +98,5 @@ def execute(
 def _claim(
     rt: Runtime, key: str, owner: str, clock: Clock, lease: timedelta, box: str
 ) -> Run | None:
-    with one_statement(rt.engine) as conn:
+    with autocommit(rt.engine) as conn:
         return runs.claim(conn, key, owner, clock(), lease, sandbox=box)

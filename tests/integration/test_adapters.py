@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 
+from memory import engine as engine_module
 from memory.records import Candidate, Kind, Provenance, Scope, Source
 from tests.acceptance.harness import FakeChat, chat_calls, chat_text
 from workers import runs, schema
@@ -466,3 +468,43 @@ def test_each_run_appends_an_attempt_the_next_run_sees(
         ("t@1", "succeeded", "looked at attempts"),
     ]
     assert second.loaded == 0  # the goal record is not counted as loaded memory
+
+
+def sandbox_listing(ctx: RunContext) -> AgentResult:
+    return AgentResult(summary=",".join(sorted(p.name for p in ctx.sandbox.iterdir())))
+
+
+def file_reading_listing(ctx: RunContext) -> AgentResult:
+    return sandbox_listing(ctx)
+
+
+file_reading_listing.reads_files = True  # type: ignore[attr-defined]
+
+
+def test_only_agents_that_read_files_get_files_and_attempts_are_read_on_first_use(
+    make_rt: Callable[..., Runtime],
+) -> None:
+    rt = make_rt(
+        {
+            "plain": "tests.integration.test_adapters:sandbox_listing",
+            "reader": "tests.integration.test_adapters:file_reading_listing",
+        }
+    )
+    attempt_reads: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if statement.startswith("SELECT") and "ns_runs.tried" in statement:
+            attempt_reads.append(statement)
+
+    with engine_module.autocommit(rt.engine):  # on PostgreSQL: makes its autocommit pool
+        pass
+    event.listen(rt.engine, "before_cursor_execute", count)
+    sibling = engine_module._AUTOCOMMIT_SIBLINGS.get(rt.engine)
+    if sibling is not None:
+        event.listen(sibling, "before_cursor_execute", count)
+    plain, _ = run_once(rt, "plain")
+    assert plain.summary == ""  # an empty sandbox: its memory came as objects
+    assert attempt_reads == []  # and it never asked for its attempts
+    reader, _ = run_once(rt, "reader")
+    assert reader.summary == "AGENTS.md,memory,trigger.json"
+    assert len(attempt_reads) == 1  # AGENTS.md lists the earlier attempts

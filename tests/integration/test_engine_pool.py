@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from memory import engine as engine_module
-from memory.engine import open_engine, retrying
+from memory.engine import autocommit, open_engine, retrying
 from tests.services import postgres_database
 
 pytestmark = pytest.mark.integration
@@ -55,3 +55,18 @@ def test_a_connection_that_died_just_now_fails_once_and_the_retry_succeeds(
 
     assert [work() for _ in range(4)] == [42] * 4  # both pooled connections get handed out
     assert len(calls) == 5  # the dead one failed once; the pool then replaced them all
+
+
+def test_autocommit_units_commit_each_statement_from_their_own_pool(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE probe (n integer)"))
+    with autocommit(engine) as conn:
+        conn.execute(text("INSERT INTO probe VALUES (1)"))
+        assert conn.connection.dbapi_connection.autocommit is True  # type: ignore[union-attr]
+    with engine.connect() as conn:  # the ordinary pool: transactions as before
+        assert conn.execute(text("SELECT count(*) FROM probe")).scalar_one() == 1
+        assert conn.connection.dbapi_connection.autocommit is False  # type: ignore[union-attr]
+    sibling = engine_module._AUTOCOMMIT_SIBLINGS[engine]
+    assert sibling.pool.checkedin() == 1
+    engine.dispose()  # disposing the engine disposes its autocommit pool too
+    assert sibling.pool.checkedin() == 0

@@ -44,7 +44,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, ClassVar
 
 from memory.secrets import redact
 from workers.adapters import mcp, outbox
@@ -68,6 +68,8 @@ class CommandFailed(Exception):
 
 @dataclass(frozen=True, slots=True)
 class CommandAgent:
+    reads_files: ClassVar[bool] = True  # its memory, goal and trigger come as files
+
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
     default_time_limit: float = 600.0

@@ -1,7 +1,8 @@
-"""Goals and attempts: read the scope's goal and latest attempts before the run.
+"""Goals and attempts: read the scope's goal before the run.
 
-The attempts are the scope's latest finished runs (`workers.attempts`); this
-run's own attempt is recorded when the record hook finishes its row. When the
+The attempts are the scope's latest finished runs (`workers.attempts`), read
+when the agent or the projection first wants them; this run's own attempt is
+recorded when the record hook finishes its row. When the
 run's goal text is new, the goal record travels to the writer as a follow-up
 batch of the run's write message, under its own handle (`goal:<run key>`), so it
 never mixes with the agent's candidates.
@@ -10,10 +11,9 @@ never mixes with the agent's candidates.
 from __future__ import annotations
 
 from memory import attachment
-from memory.engine import one_statement, retrying
+from memory.engine import retrying
 from memory.goals import GoalView, goal_candidate, goal_record, read_goal_record
 from memory.records import Scope
-from workers import attempts
 from workers.hooks import Hook
 from workers.hooks.state import RunState
 from workers.hooks.write_back import receipt_handle
@@ -51,14 +51,11 @@ class GoalHook(Hook):
 
 @retrying()
 def _read(state: RunState) -> GoalView:
-    """A run that brings its goal text needs only the attempts (the record, if any, comes
-    with the hot memory of the load); one without asks for the record too."""
+    """A run that brings its goal text needs nothing more (the record, if any, comes with
+    the hot memory of the load); one without reads the goal record. The attempts are
+    read when first wanted (`RunState.latest_attempts`)."""
     assert state.scope is not None
-    with one_statement(state.rt.engine) as conn:
-        tried = attempts.latest(conn, state.scope)
     if state.run.goal:
-        return GoalView("", tried)
+        return GoalView("")
     record = read_goal_record(state.rt.store, state.scope)
-    if record is None:
-        return GoalView("", tried)
-    return GoalView(record.content, tried, record.id)
+    return GoalView(record.content, (), record.id) if record else GoalView("")

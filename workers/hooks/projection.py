@@ -1,10 +1,11 @@
-"""Projection: the loaded memory as files in the sandbox, and the agent's `RunContext`."""
+"""Projection: the agent's `RunContext`, and for agents that read files (a command agent)
+the loaded memory, goal, attempts and trigger as files in the sandbox."""
 
 from __future__ import annotations
 
 from memory.access import readable_scopes
 from memory.records import Memory
-from workers.agents import RunContext, Trigger
+from workers.agents import RunContext, Trigger, reads_files
 from workers.hooks import Hook
 from workers.hooks.state import RunState
 from workers.projection import project
@@ -23,7 +24,9 @@ class ProjectionHook(Hook):
             payload=run.payload,
         )
         goal = run.goal or state.goal.text
-        project(box, state.loaded, goal=goal, trigger=trigger, attempts=state.goal.attempts)
+        if state.agent is not None and reads_files(state.agent):
+            attempts = state.latest_attempts()
+            project(box, state.loaded, goal=goal, trigger=trigger, attempts=attempts)
         store, rules, origin = state.rt.store, state.rules, run.trigger_origin
         readable = set(readable_scopes(scope, rules, origin=origin))
 
@@ -44,7 +47,7 @@ class ProjectionHook(Hook):
             memories=(*state.loaded.hot, *state.loaded.ranked),
             sandbox=box,
             schedule=run.schedule,
-            attempts=state.goal.attempts,
+            attempts_source=state.latest_attempts,
             deadline=state.deadline,
             parent_key=run.parent_key,
             subagent=run.subagent,

@@ -12,7 +12,7 @@ from typing import Any
 
 from kombu.exceptions import OperationalError as BrokerError
 
-from memory.engine import is_transient, one_statement, retrying
+from memory.engine import autocommit, is_transient, retrying
 from memory.secrets import redact
 from workers import runs
 from workers.hooks import Hook
@@ -60,7 +60,7 @@ class RecordHook(Hook):
 
 @retrying()
 def _finish(state: RunState, **outcome: Any) -> None:
-    with one_statement(state.rt.engine) as conn:
+    with autocommit(state.rt.engine) as conn:
         if not runs.finish(conn, state.key, state.owner, state.clock(), **outcome):
             log.warning(
                 "lost the lease before finishing; another worker owns the run",

@@ -8,10 +8,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memory.goals import GoalView
+from memory.engine import autocommit, retrying
+from memory.goals import Attempt, GoalView
 from memory.loading import Loaded
 from memory.policy import AgentRules
 from memory.records import Candidate, Memory, Scope
+from workers import attempts
 from workers.agents import Agent, AgentResult, RunContext
 from workers.runs import Run, RunRequest, RunStatus
 from workers.runtime import Runtime
@@ -53,6 +55,7 @@ class RunState:
     followups: list[dict[str, Any]] = field(default_factory=list)
     retry: bool = False  # a transient failure: give the run back to the queue
     timings: dict[str, float] = field(default_factory=dict)
+    _attempts: tuple[Attempt, ...] | None = field(default=None, repr=False)
 
     @property
     def key(self) -> str:
@@ -61,6 +64,13 @@ class RunState:
     @property
     def loaded_count(self) -> int:
         return len(self.loaded.hot) + len(self.loaded.ranked)
+
+    def latest_attempts(self) -> tuple[Attempt, ...]:
+        """The scope's latest attempts at its goal (`workers.attempts`), read once."""
+        if self._attempts is None:
+            assert self.scope is not None, "the goal hook sets the scope first"
+            self._attempts = _read_attempts(self.rt, self.scope)
+        return self._attempts
 
     def call_agent(self) -> None:
         if self.agent is None or self.ctx is None:
@@ -72,3 +82,9 @@ class RunState:
         if self.ctx is None:
             return tuple(self.result.candidates)
         return (*self.ctx.candidates, *self.result.candidates)
+
+
+@retrying()
+def _read_attempts(rt: Runtime, scope: Scope) -> tuple[Attempt, ...]:
+    with autocommit(rt.engine) as conn:
+        return attempts.latest(conn, scope)
