@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Text, and_, bindparam, func, or_, select, update
+from sqlalchemy import Connection, Text, and_, bindparam, delete, func, or_, select, update
 
 from memory.dialect import insert_ignoring_conflicts
 from workers.tables import runs
@@ -303,6 +303,25 @@ def release(conn: Connection, key: str, owner: str, now: datetime) -> bool:
         )
     )
     return result.rowcount == 1
+
+
+def prune(conn: Connection, enqueued_before: datetime, *, limit: int = 1000) -> int:
+    """Delete up to `limit` finished runs enqueued before `enqueued_before`, oldest first.
+
+    Walks the enqueue-time index, so a pass costs the batch, not the table; bounded
+    so no pass holds a long transaction (the reaper drains a backlog a batch per
+    pass). Runs not finished yet are left alone, however old.
+    """
+    oldest = (
+        select(runs.c.key)
+        .where(
+            runs.c.enqueued_at < enqueued_before,
+            runs.c.status.in_([s.value for s in FINISHED]),
+        )
+        .order_by(runs.c.enqueued_at)
+        .limit(limit)
+    )
+    return conn.execute(delete(runs).where(runs.c.key.in_(oldest.scalar_subquery()))).rowcount
 
 
 def get(conn: Connection, key: str) -> Run | None:

@@ -59,6 +59,7 @@ class Settings:
     broker_visibility_timeout: int = 300
     memory_ttl: str = ""  # TTL days per kind/layer, e.g. "default=90;episode=30" (each 7–180)
     purge_after_days: int = 30  # expired memories are deleted for good this long after expiry
+    run_retention_days: int = 90  # finished runs enqueued longer ago are deleted; 0: keep all
     consolidate_interval: float = 3600.0  # seconds between maintenance passes on beat
     expire_interval: float = 900.0
     decay_interval: float = 3600.0

@@ -141,7 +141,8 @@ def _apply_votes(rt: Any, handle: str, votes: list[dict[str, Any]]) -> int:
 
 @shared_task(bind=True, name="nightshift.reap", acks_late=True)
 def reap(self: Task) -> dict[str, int]:
-    """Re-enqueue runs whose lease lapsed or that nobody picked up; sweep dead sandboxes."""
+    """Re-enqueue runs whose lease lapsed or that nobody picked up; sweep dead sandboxes;
+    delete a batch of runs past their retention."""
     rt = runtime_of(self.app)
     now = utcnow()
     moved = _requeue(rt, now)
@@ -158,7 +159,15 @@ def reap(self: Task) -> dict[str, int]:
             swept,
             extra={"action": "reap", "requeued": len(moved), "swept": swept},
         )
-    return {"requeued": len(moved), "swept": swept}
+    pruned = _prune(rt, now)
+    if pruned:
+        log.info(
+            "deleted %d runs finished over %d days ago",
+            pruned,
+            rt.settings.run_retention_days,
+            extra={"action": "reap.prune", "pruned": pruned},
+        )
+    return {"requeued": len(moved), "swept": swept, "pruned": pruned}
 
 
 @retrying()
@@ -167,6 +176,15 @@ def _requeue(rt: Any, now: datetime) -> list[str]:
     with rt.engine.begin() as conn:
         keys = runs.needing_delivery(conn, now, requeue_after)
         return runs.requeue(conn, keys, now, requeue_after)
+
+
+@retrying()
+def _prune(rt: Any, now: datetime) -> int:
+    """Finished runs past `NIGHTSHIFT_RUN_RETENTION_DAYS`, a bounded batch per pass."""
+    if rt.settings.run_retention_days <= 0:
+        return 0
+    with rt.engine.begin() as conn:
+        return runs.prune(conn, now - timedelta(days=rt.settings.run_retention_days))
 
 
 def _sweep(rt: Any, now: datetime) -> int:

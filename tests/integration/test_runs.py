@@ -99,6 +99,27 @@ def test_reaper_requeues_lapsed_and_forgotten_runs_once(rt: Runtime) -> None:
         assert runs.get(conn, "lapsed").status is RunStatus.QUEUED  # type: ignore[union-attr]
 
 
+def test_prune_deletes_old_finished_runs_a_batch_at_a_time_and_keeps_the_rest(
+    rt: Runtime,
+) -> None:
+    with rt.engine.begin() as conn:
+        old = [RunRequest(key=f"old@{i}", agent="a", tenant="demo") for i in range(5)]
+        runs.create(conn, [*old, RunRequest(key="old-running", agent="a", tenant="demo")], T0)
+        for request in old:
+            runs.claim(conn, request.key, "w", T0, LEASE)
+            runs.finish(conn, request.key, "w", T0, status=RunStatus.SUCCEEDED)
+        runs.claim(conn, "old-running", "w", T0, LEASE)
+        runs.create(
+            conn, [RunRequest(key="recent", agent="a", tenant="demo")], T0 + timedelta(days=10)
+        )
+        cutoff = T0 + timedelta(days=1)
+        assert runs.prune(conn, cutoff, limit=3) == 3
+        assert runs.prune(conn, cutoff, limit=3) == 2
+        assert runs.prune(conn, cutoff, limit=3) == 0
+        left = {r.key for r in runs.recent(conn, limit=10)}
+    assert left == {"old-running", "recent"}
+
+
 def test_demo_run_loads_memory_projects_it_and_removes_the_sandbox(rt: Runtime) -> None:
     submitted: list[tuple[str, str, list[dict[str, Any]]]] = []
     enqueue(rt, "demo@1")
