@@ -213,11 +213,21 @@ def test_why_prints_what_a_run_was_given_and_what_it_wrote(store: Store) -> None
             status=runs.RunStatus.SUCCEEDED,
             candidates=1,
             write_handle=f"write:{key}",
+            tried="compared replica lag with the primary",
+            evidence="grafana panel 7",
         )
     store.apply([said("db-replica lag 3s", task=key)], handle=f"write:{key}", actor="writer")
     out = json.loads(cli(store, "why", key, "--json").output)
     assert [m["content"] for m in out["loaded"]] == ["db-primary is the leader"]
     assert out["receipt"]["counts"] == {"stored": 1}
+    assert out["attempt"] == {
+        "outcome": "succeeded",
+        "tried": "compared replica lag with the primary",
+        "evidence": "grafana panel 7",
+    }
     table = cli(store, "why", key)
     assert "db-primary is the leader" in table.output and "stored" in table.output
+    assert "attempt: tried compared replica lag with the primary; evidence grafana panel 7" in (
+        table.output
+    )
     assert cli(store, "why", "nope").exit_code == 3

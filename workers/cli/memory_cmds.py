@@ -362,10 +362,20 @@ def why(obj: Context, run_id: str, as_json: bool) -> None:
                 "loaded": [m.to_json() for m in given],
                 "missing": [i for i in run.loaded_ids if i not in by_id],
                 "receipt": written.to_json() if written else None,
+                "attempt": {
+                    "outcome": run.status.value,
+                    "tried": run.tried,
+                    "evidence": run.evidence,
+                },
             }
         )
         return
     click.echo(f"run {run.key} · {scope} · {run.status.value}")
+    if run.tried or run.evidence:
+        click.echo(
+            f"attempt: tried {run.tried or '(nothing said)'}"
+            + (f"; evidence {run.evidence}" if run.evidence else "")
+        )
     click.echo(f"given {len(run.loaded_ids)} memories:")
     emit_memories(given, False, "  (none)")
     if written is None:
