@@ -46,7 +46,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from schedules.definition import Cron, Heartbeat, Schedule, compile_cron, load_zone
+from schedules.cron import compile_cron
+from schedules.definition import Cron, Heartbeat, Schedule, load_zone
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _EPOCH_NAIVE = EPOCH.replace(tzinfo=None)
