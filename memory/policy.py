@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from memory.phrasing import looks_like_instruction, looks_like_plan
 from memory.records import Candidate, Kind, Layer, Source
 from memory.secrets import find_secrets
 
@@ -134,94 +134,6 @@ class GateConfig:
 
     max_content_chars: int = 4000
     max_key_chars: int = 256
-
-
-# -- instruction-like and plan-like text ------------------------------------------------
-#
-# Several small patterns, each opening with a literal, searched in lower-cased text:
-# the regex engine jumps from one occurrence of that literal to the next, where one
-# big case-insensitive alternation led by `\b` is tried at every position (~10x slower).
-# A leading "\n" makes the start of the text a sentence start.
-
-
-def _w(*words: str) -> str:
-    """Any of `words`, starting at a word boundary checked *after* the literal."""
-    return "(?:" + "|".join(rf"{w}(?<![a-z0-9_]{w})" for w in map(re.escape, words)) + ")"
-
-
-def _compile(*patterns: str) -> tuple[re.Pattern[str], ...]:
-    return tuple(re.compile(p) for p in patterns)
-
-
-_AGENT_VERBS = (
-    r"(?:reply|respond|answer|send|e-?mail|forward|share|reveal|disclose|include|mention"
-    r"|tell|say|use|call|run|execute|approve|pay|transfer|delete|ignore|obey|follow|trust"
-    r"|cc|bcc|copy|grant|give|output|print|click|download|install|contact|escalate|refund"
-    r"|sign|accept|reject|do|treat|refer|recommend|address|prioriti[sz]e|ask|let)\b"
-)
-_INSTRUCTION = _compile(
-    _w("ignore", "disregard", "forget", "override", "bypass")
-    + r"\s+(?:(?:all|any|the|your|my|of|these|those|previous|prior|above|earlier"
-    r"|preceding|other|existing|original|system|safety)\s+)*"
-    r"(?:instructions?|rules|prompts?|directions|directives|guidelines|guardrails"
-    r"|constraints|context|policies)\b",
-    _w("new", "updated", "revised", "real", "actual", "additional")
-    + r"\s+(?:system\s+)?instructions?\s*:",
-    _w("system") + r"\s+prompt\s*:",
-    _w("reveal", "print", "show", "output", "repeat", "leak", "ignore", "override", "replace")
-    + r"\s+(?:\w+\s+){0,3}system\s+prompt",
-    r"<\|(?:im_start|system)\|>|\[/?inst\]|<</?sys>>",
-    _w("you") + r"\s+(?:must|should|shall|need\s+to|have\s+to|are\s+(?:now|required\s+to|to))\b",
-    _w("pretend") + r"\s+(?:to\s+be|you\s+are)\b",
-    _w("from") + rf"\s+now\s+on,?\s+(?:you|always|never|only|don't|{_AGENT_VERBS})",
-    rf"[.!?;:\n\"'(]\s*(?:please\s+)?(?:always|never)\s+{_AGENT_VERBS}",
-    _w("do not", "don't", "never") + r"\s+(?:tell|inform|notify|alert|reveal|mention|disclose)\b",
-)
-_PLAN_LOWERED = _compile(
-    _w("i", "we") + r"\s*(?:will|shall|'ll|’ll)\b",
-    _w("i am", "i'm", "i’m", "we are", "we're", "we’re") + r"\s+going\s+to\b",
-    _w("will") + r"\s+follow[ -]?up\b",
-    _w("follow")
-    + r"[ -]?up\s+(?:next|tomorrow|later|on\s+(?:mon|tues|wednes|thurs|fri|satur|sun)day)",
-    _w("plan", "plans", "planning", "intend", "intends", "intending") + r"\s+to\b",
-    _w("next") + r"\s+steps?\s*(?:is|are|:|-)",
-    _w("remind") + r"\s+(?:me|us)\s+to\b",
-    _w("to-do", "todo") + r"\s*:",
-)
-_PLAN_CASED = _compile(
-    # A sentence opening with "Will <verb>": not "Will Smith", not "Will be out".
-    r"[.!?;\n]\s*(?:Will|will|Going\s+to|going\s+to)\s+(?!be\b)[a-z]+",
-    r"TODO(?<![A-Za-z0-9_]TODO)\b",
-)
-
-
-def looks_like_instruction(text: str) -> bool:
-    """Whether `text` reads as an order to the agent rather than a statement of fact.
-
-    It looks for prompt-injection phrasing ("ignore previous instructions", "new
-    instructions:", chat-template markers), sentences addressed to the agent ("you
-    must", "from now on, reply..."), imperatives opening with always/never and an
-    action verb ("Always CC legal") and requests to conceal ("do not tell the user").
-    Ordinary facts that merely hold these words are not matched: "From now on the
-    office opens at 9", "It never rains here", "Please do not reply to this email".
-    """
-    lowered = "\n" + text.lower()
-    return any(p.search(lowered) for p in _INSTRUCTION)
-
-
-def looks_like_plan(text: str) -> bool:
-    """Whether `text` states an intention rather than something that is the case.
-
-    First-person futures ("we'll send it Monday", "I'm going to"), subject-less ones
-    ("Will follow up next week"), "plan/intend to", "next step is", "remind me to" and
-    TODO markers. Third-person futures are facts about the world and are not matched
-    ("The contract will expire in May").
-    """
-    lowered = "\n" + text.lower()
-    cased = "\n" + text
-    return any(p.search(lowered) for p in _PLAN_LOWERED) or any(
-        p.search(cased) for p in _PLAN_CASED
-    )
 
 
 # -- the rules, in order ------------------------------------------------------------------

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memory.phrasing import looks_like_instruction, looks_like_plan
 from memory.policy import (
     Action,
     AgentRules,
@@ -14,8 +15,6 @@ from memory.policy import (
     Verdict,
     effective_confidence,
     judge,
-    looks_like_instruction,
-    looks_like_plan,
 )
 from memory.records import Candidate, Kind, Layer, Provenance, Scope, Source
 
