@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, and_, func, insert, select, update
+from sqlalchemy import Connection, and_, delete, func, insert, select, update
 
 from schedules.definition import Schedule
 from schedules.tables import as_utc, fires
@@ -140,6 +140,23 @@ def _extend_latest_skip(conn: Connection, r: FireRecord) -> bool:
         )
     )
     return result.rowcount == 1
+
+
+def prune(conn: Connection, before: datetime, *, limit: int = 1000) -> int:
+    """Delete up to `limit` fire records whose last fire was before `before`, oldest first.
+
+    History only: when a schedule last fired lives on the schedule itself
+    (`last_fire_at`), so no decision of the beat reads these rows. Walks the
+    primary key, so a pass costs its batch.
+    """
+    oldest = (
+        select(fires.c.id)
+        .where(fires.c.last_fire_time < before)
+        .order_by(fires.c.id)
+        .limit(limit)
+        .scalar_subquery()
+    )
+    return conn.execute(delete(fires).where(fires.c.id.in_(oldest))).rowcount
 
 
 def recent(

@@ -12,6 +12,7 @@ from celery.signals import worker_ready
 
 from memory.engine import retrying
 from memory.records import Candidate
+from schedules import fires
 from workers import runs, writer
 from workers.app import RUN_TASK, WRITE_TASK
 from workers.enqueue import enqueue, resend, task_id
@@ -162,7 +163,7 @@ def reap(self: Task) -> dict[str, int]:
     pruned = _prune(rt, now)
     if pruned:
         log.info(
-            "deleted %d runs finished over %d days ago",
+            "deleted %d run and fire records older than %d days",
             pruned,
             rt.settings.run_retention_days,
             extra={"action": "reap.prune", "pruned": pruned},
@@ -180,11 +181,13 @@ def _requeue(rt: Any, now: datetime) -> list[str]:
 
 @retrying()
 def _prune(rt: Any, now: datetime) -> int:
-    """Finished runs past `NIGHTSHIFT_RUN_RETENTION_DAYS`, a bounded batch per pass."""
+    """Finished runs, and schedule fire records, past `NIGHTSHIFT_RUN_RETENTION_DAYS`: a
+    bounded batch of each per pass."""
     if rt.settings.run_retention_days <= 0:
         return 0
+    before = now - timedelta(days=rt.settings.run_retention_days)
     with rt.engine.begin() as conn:
-        return runs.prune(conn, now - timedelta(days=rt.settings.run_retention_days))
+        return runs.prune(conn, before) + fires.prune(conn, before)
 
 
 def _sweep(rt: Any, now: datetime) -> int:

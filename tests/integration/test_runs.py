@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from memory.records import Candidate
+from schedules import fires
 from workers import runs, schema
 from workers.lifecycle import execute
 from workers.runs import RunRequest, RunStatus
@@ -118,6 +119,28 @@ def test_prune_deletes_old_finished_runs_a_batch_at_a_time_and_keeps_the_rest(
         assert runs.prune(conn, cutoff, limit=3) == 0
         left = {r.key for r in runs.recent(conn, limit=10)}
     assert left == {"old-running", "recent"}
+
+
+def test_prune_deletes_old_fire_records_and_keeps_recent_ones(rt: Runtime) -> None:
+    old = [
+        fires.FireRecord("digest", T0 + timedelta(hours=i), fires.FireOutcome.RUN, run_key=f"d@{i}")
+        for i in range(3)
+    ]
+    paused_long = fires.FireRecord(  # started long ago, still skipping: its last fire is recent
+        "paused",
+        T0,
+        fires.FireOutcome.SKIPPED,
+        reason=fires.SkipReason.PAUSED,
+        last_fire_time=T0 + timedelta(days=20),
+        count=999,
+    )
+    with rt.engine.begin() as conn:
+        fires.record(conn, [*old, paused_long], T0)
+        assert fires.prune(conn, T0 + timedelta(days=1), limit=2) == 2
+        assert fires.prune(conn, T0 + timedelta(days=1), limit=2) == 1
+        assert fires.prune(conn, T0 + timedelta(days=1), limit=2) == 0
+        assert fires.recent(conn, "digest") == []
+        assert [r.count for r in fires.recent(conn, "paused")] == [999]
 
 
 def test_demo_run_loads_memory_projects_it_and_removes_the_sandbox(rt: Runtime) -> None:
