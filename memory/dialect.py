@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import ColumnElement, Connection, String, Table, any_, bindparam, exc
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql import Select
 
 
 def insert_ignoring_conflicts(
@@ -24,3 +28,89 @@ def insert_ignoring_conflicts(
     # executemany: SQLAlchemy batches it ("insertmanyvalues") and keeps RETURNING; a
     # single multi-VALUES statement would be re-compiled for every batch size.
     return list(conn.execute(statement, list(rows)).scalars())
+
+
+def one_of(column: Any, name: str, dialect: str) -> ColumnElement[bool]:
+    """`column` equals one of the values of the list parameter `name`.
+
+    PostgreSQL: `= ANY(array)`, one parameter whatever the list's length, so the
+    statement can be compiled once and run on the driver (`DriverStatement`).
+    SQLite: SQLAlchemy's expanding `IN`.
+    """
+    if dialect == "postgresql":
+        return column == any_(bindparam(name, type_=postgresql.ARRAY(String)))
+    return column.in_(bindparam(name, expanding=True))
+
+
+@dataclass(frozen=True, slots=True)
+class DriverStatement:
+    """A PostgreSQL SELECT compiled once to the driver's SQL, run without SQLAlchemy's
+    per-call statement handling (cache lookup, parameter and result processing),
+    and on an autocommit connection as a server-side prepared statement.
+
+    For the statements of the hot path (a run's load), where that handling and
+    the server's planning cost about as much as running the query. Parameters go
+    to psycopg2 as they are, so datetimes must be aware; result values are the
+    driver's (aware datetimes in the session's time zone).
+
+    Prepared statements are planned generically after a few runs. That is safe
+    only for a statement whose best plan does not depend on its values: the load
+    (rows of a few scopes, ranked) is one; a full-text *filter* (`@@`) is not —
+    a common word makes its generic plan many times slower (`bench/memory_bench.py`
+    measures both). Never prepare the latter.
+    """
+
+    sql: str
+    constants: Mapping[str, Any]
+    name: str
+    prepare: str
+    execute_prepared: str
+
+    @classmethod
+    def compile(cls, statement: Select[Any]) -> DriverStatement:
+        compiled = statement.compile(dialect=postgresql.psycopg2.dialect())
+        constants = {
+            name: value
+            for name, value in compiled.construct_params(_check=False).items()
+            if value is not None
+        }
+        sql = compiled.string
+        names = list(dict.fromkeys(_PLACEHOLDER.findall(sql)))
+        numbered = sql
+        for i, name in enumerate(names, start=1):
+            numbered = numbered.replace(f"%({name})s", f"${i}")
+        digest = hashlib.sha256(sql.encode()).hexdigest()[:16]
+        name = f"ns_{digest}"
+        prepare = f"PREPARE {name} AS {numbered.replace('%%', '%')}"
+        args = ", ".join(f"%({n})s" for n in names)
+        return cls(sql, constants, name, prepare, f"EXECUTE {name}({args})")
+
+    def execute(self, conn: Connection, params: Mapping[str, Any]) -> Any:
+        """The result (iterable of tuples in select order), through `exec_driver_sql`
+        so that errors and disconnects are still SQLAlchemy's to handle."""
+        values = {**self.constants, **params}
+        if not conn.connection.dbapi_connection.autocommit:  # type: ignore[union-attr]
+            # Inside a transaction a failed EXECUTE would abort it: no preparing.
+            return conn.exec_driver_sql(self.sql, values)
+        prepared: set[str] = conn.connection.info.setdefault("ns_prepared", set())
+        if self.name not in prepared:
+            try:
+                conn.exec_driver_sql(self.prepare)
+            except exc.DBAPIError as error:
+                # Already there: a pooler (pgbouncer, transaction mode) handed us a
+                # server session another client prepared it on. Same name, same text.
+                if getattr(error.orig, "pgcode", None) != "42P05":
+                    raise
+            prepared.add(self.name)
+        try:
+            return conn.exec_driver_sql(self.execute_prepared, values)
+        except exc.DBAPIError as error:
+            # Gone (DISCARD ALL, a pooler handing us another server session):
+            # forget it, answer this call with the plain statement.
+            if getattr(error.orig, "pgcode", None) != "26000":
+                raise
+            prepared.discard(self.name)
+            return conn.exec_driver_sql(self.sql, values)
+
+
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s")

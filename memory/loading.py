@@ -50,7 +50,8 @@ R = TypeVar("R", bound=Rankable)
 
 @dataclass(frozen=True, slots=True)
 class Ranked:
-    """The few columns ranking reads: the pool is fetched light, the winners in full."""
+    """The few columns ranking reads (the SQL backend keeps the rest of each pool row
+    aside, so the winners need no second query; see `queries.load_pools`)."""
 
     id: str
     kind: Kind

@@ -8,7 +8,7 @@ import enum
 import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -29,12 +29,13 @@ from sqlalchemy import (
 )
 
 from memory import fulltext
+from memory.dialect import DriverStatement, one_of
 from memory.expiry import DEFAULT_TTL_SPAN
 from memory.loading import Ranked
 from memory.port import AuditEntry
 from memory.receipts import Decision, WriteReceipt
 from memory.records import Kind, Memory, Scope, Status, content_hash
-from memory.tables import audit, memories, receipts
+from memory.tables import Timestamp, audit, memories, receipts
 
 ScopeOrScopes = Scope | Sequence[Scope]
 ROW = tuple(c for c in memories.c if c.name != "search_vector")
@@ -294,11 +295,20 @@ def load_pools(
     min_score: float,
     hot: tuple[Sequence[Kind], int],
     cold: tuple[Sequence[Kind], int],
-) -> tuple[list[tuple[Ranked, float]], list[tuple[Ranked, float]]]:
-    """The hot and the cold ranking pools of a load, in one round trip (UNION ALL)."""
+) -> tuple[list[tuple[Ranked, float]], list[tuple[Ranked, float]], dict[str, Any]]:
+    """The hot and the cold ranking pools of a load in one round trip, and every
+    pool row in full by id (for `Memory.from_row`), so the winners need no second
+    query.
+
+    A load used to fetch the pools light, then the winners by id: two round trips,
+    the larger part of a load's time. The pools are bounded (`hot` and `cold`
+    limits), so carrying whole rows costs a few kilobytes; only the winners are
+    ever made into `Memory` objects.
+    """
     if not scopes:
-        return [], []
-    statement = _load_statement(conn.dialect.name, len(scopes), bool(words))
+        return [], [], {}
+    dialect = conn.dialect.name
+    now = _aware(now)
     params: dict[str, Any] = {
         "now": now,
         "fresh_since": now - DEFAULT_TTL_SPAN,
@@ -310,38 +320,82 @@ def load_pools(
         **_scope_params(scopes),
     }
     if words:
-        params["match"] = fulltext.match_text(list(words), conn.dialect.name)
+        params["match"] = fulltext.match_text(list(words), dialect)
+    if dialect == "postgresql":
+        result = _load_driver_statement(len(scopes), bool(words)).execute(conn, params)
+    else:
+        result = conn.execute(_load_statement(dialect, len(scopes), bool(words)), params)
     pools: tuple[list[tuple[Ranked, float]], list[tuple[Ranked, float]]] = ([], [])
-    for r in conn.execute(statement, params):
-        pools[r[7]].append((Ranked(r[0], Kind(r[1]), r[2], r[3], r[4], r[5]), float(r[6])))
-    return pools
+    rows: dict[str, Any] = {}
+    names = list(result.keys())
+    at = {name: names.index(name) for name in _RANKED_COLUMNS}
+    i_id, i_kind, i_content, i_conf, i_score, i_last, i_rel, i_pool = at.values()
+    for r in result:
+        ranked = Ranked(r[i_id], Kind(r[i_kind]), r[i_content], r[i_conf], r[i_score], r[i_last])
+        pools[r[i_pool]].append((ranked, float(r[i_rel])))
+        rows[ranked.id] = (names, r)
+    return pools[0], pools[1], rows
+
+
+_RANKED_COLUMNS = (
+    "id",
+    "kind",
+    "content",
+    "confidence",
+    "score",
+    "last_reinforced_at",
+    "relevance",
+    "pool",
+)
+
+
+def memory_from_pool_row(row: tuple[list[str], Sequence[Any]]) -> Memory:
+    """A pool row of `load_pools` (column names, values) as a `Memory`, its times in
+    UTC like every read's (on PostgreSQL the pool is read on the driver, in the
+    session's time zone)."""
+    values = dict(zip(*row, strict=True))
+    for name in _TIMES:
+        if values[name] is not None:
+            values[name] = values[name].astimezone(UTC)
+    return Memory.from_row(values)
+
+
+_TIMES = tuple(c.name for c in ROW if isinstance(c.type, Timestamp))
+
+
+def _aware(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        raise ValueError("naive datetime refused: pass an aware UTC datetime")
+    return value.astimezone(UTC)
+
+
+@functools.lru_cache(maxsize=16)
+def _load_driver_statement(scopes: int, words: bool) -> DriverStatement:
+    return DriverStatement.compile(_load_statement("postgresql", scopes, words))
 
 
 @functools.lru_cache(maxsize=16)
 def _load_statement(dialect: str, scopes: int, words: bool) -> Any:
     """Both pools in one scan: number the rows within hot and within cold by rank
     order, keep the first `hot_limit` and `cold_limit` of each."""
-    hot = memories.c.kind.in_(bindparam("hot_kinds", expanding=True))
-    pool = case((hot, 0), else_=1)
-    query = select(
-        memories.c.id,
-        memories.c.kind,
-        memories.c.content,
-        memories.c.confidence,
-        memories.c.score,
-        memories.c.last_reinforced_at,
-    ).where(
+    hot = one_of(memories.c.kind, "hot_kinds", dialect)
+    # Constants as SQL literals, not parameters: the PostgreSQL statement is
+    # prepared, and an untyped parameter would come back as text.
+    zero: ColumnElement[int] = literal_column("0")
+    one: ColumnElement[int] = literal_column("1")
+    pool = case((hot, zero), else_=one)
+    query = select(*ROW).where(
         _readable_params(scopes),
         memories.c.status == Status.ACTIVE.value,
         or_(memories.c.valid_to.is_(None), memories.c.valid_to > bindparam("now")),
         memories.c.last_reinforced_at >= bindparam("fresh_since"),
         memories.c.score >= bindparam("min_score"),
-        or_(hot, memories.c.kind.in_(bindparam("cold_kinds", expanding=True))),
+        or_(hot, one_of(memories.c.kind, "cold_kinds", dialect)),
     )
     if words:
         query = fulltext.with_relevance_param(query, dialect)
     else:
-        query = query.add_columns(literal(0.0).label("relevance"))
+        query = query.add_columns(literal_column("0.0").label("relevance"))
     relevance = query.selected_columns.relevance
     numbered = query.add_columns(
         pool.label("pool"),
@@ -354,8 +408,8 @@ def _load_statement(dialect: str, scopes: int, words: bool) -> Any:
     ).subquery("ranked")
     return select(*numbered.c).where(
         or_(
-            and_(numbered.c.pool == 0, numbered.c.rn <= bindparam("hot_limit")),
-            and_(numbered.c.pool == 1, numbered.c.rn <= bindparam("cold_limit")),
+            and_(numbered.c.pool == zero, numbered.c.rn <= bindparam("hot_limit")),
+            and_(numbered.c.pool == one, numbered.c.rn <= bindparam("cold_limit")),
         )
     )
 

@@ -16,8 +16,9 @@ from typing import Any
 from sqlalchemy import Connection, Engine, exc
 
 from memory import queries
-from memory.engine import retrying
+from memory.engine import autocommit, retrying
 from memory.loading import Ranked
+from memory.pending import PendingWrites
 from memory.port import (
     WRITE_OPS,
     AuditEntry,
@@ -54,11 +55,7 @@ class SqlBackend(MemoryBackend):
 
     @retrying()
     def _read(self, ops: Sequence[Op]) -> list[Any]:
-        with self.engine.connect() as conn:
-            if conn.dialect.name == "postgresql":
-                # Reads need no transaction: saves the BEGIN/ROLLBACK round trips.
-                # (SQLite keeps its explicit BEGIN handling; see memory.engine.)
-                conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+        with autocommit(self.engine) as conn:  # reads need no transaction
             rows = SqlRows(conn)
             return [perform(rows, op) for op in ops]
 
@@ -66,46 +63,66 @@ class SqlBackend(MemoryBackend):
     def _write(self, ops: Sequence[Op]) -> list[Any]:
         with self.engine.begin() as conn:
             rows = SqlRows(conn)
-            return [perform(rows, op) for op in ops]
+            results = [perform(rows, op) for op in ops]
+            rows.flush()
+            return results
 
 
 class SqlRows:
-    """`memory.unit.RowAccess` over one open connection, by way of `memory.queries`."""
+    """`memory.unit.RowAccess` over one open connection, by way of `memory.queries`.
+
+    Inserts, supersessions, audit entries and receipts are queued
+    (`memory.pending`) and sent together before the next read, the next direct
+    update, or the commit (`flush`): an apply's writes cost one round trip.
+    """
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
+        self.pending = PendingWrites()
+        # The rows of the last load's pools, whole: a load's `by_ids` of its
+        # winners is answered from them (see `queries.load_pools`).
+        self.pooled: tuple[tuple[Scope, ...], dict[str, Any]] = ((), {})
+
+    def flush(self) -> None:
+        """Send the queued writes; the transaction's owner calls it before committing."""
+        self.pending.flush(self.conn)
 
     def active_by_key(self, scope: Scope, key: str) -> Memory | None:
+        self.flush()
         return queries.active_by_key(self.conn, scope, key)
 
     def existing(
         self, idempotency: Sequence[tuple[Scope, str]], slots: Sequence[tuple[Scope, str]]
     ) -> tuple[dict[tuple[Scope, str], Memory], dict[tuple[Scope, str], Memory]]:
+        self.flush()
         return queries.existing(self.conn, idempotency, slots)
 
     def insert_many(self, memories: Sequence[Memory]) -> None:
-        queries.insert_memories(self.conn, memories)
+        self.pending.memories.extend(memories)
 
     def supersede_many(self, successors: Mapping[str, str], now: datetime) -> None:
-        queries.supersede_many(self.conn, successors, now)
+        self.pending.successors.extend((old, new, now) for old, new in successors.items())
 
     def update(
         self, memory_id: str, changes: Mapping[str, Any], *, expected_version: int | None = None
     ) -> bool:
+        self.flush()
         return queries.update_memory(
             self.conn, memory_id, changes, expected_version=expected_version
         )
 
     def record_audit(self, entries: Sequence[AuditEntry]) -> None:
-        queries.record_audit(self.conn, entries)
+        self.pending.audit.extend(entries)
 
     def save_receipt(self, receipt: WriteReceipt) -> None:
-        queries.save_receipt(self.conn, receipt)
+        self.pending.receipts.append(receipt)
 
     def get_receipt(self, handle: str) -> WriteReceipt | None:
+        self.flush()
         return queries.get_receipt(self.conn, handle)
 
     def pool(self, op: PoolOp) -> list[tuple[Ranked, float]]:
+        self.flush()
         return queries.ranking_pool(
             self.conn,
             op.readable,
@@ -119,7 +136,8 @@ class SqlRows:
     def pools(
         self, hot: PoolOp, cold: PoolOp
     ) -> tuple[list[tuple[Ranked, float]], list[tuple[Ranked, float]]]:
-        return queries.load_pools(
+        self.flush()
+        hot_pool, cold_pool, rows = queries.load_pools(
             self.conn,
             hot.readable,
             hot.words,
@@ -128,20 +146,31 @@ class SqlRows:
             hot=(hot.kinds, hot.limit),
             cold=(cold.kinds, cold.limit),
         )
+        self.pooled = (tuple(hot.readable), rows)
+        return hot_pool, cold_pool
 
     def search(self, op: SearchOp) -> list[tuple[Memory, float]]:
+        self.flush()
         return queries.search(
             self.conn, op.readable, op.words, op.now, limit=op.limit, min_score=op.min_score
         )
 
     def listing(self, op: ListOp) -> list[Memory]:
+        self.flush()
         return queries.listing(self.conn, op.readable, statuses=op.statuses, limit=op.limit)
 
     def history(self, op: HistoryOp) -> list[Memory]:
+        self.flush()
         return queries.history(self.conn, op.readable, op.key)
 
     def by_ids(self, readable: Sequence[Scope], ids: Sequence[str]) -> list[Memory]:
+        pooled_for, rows = self.pooled
+        if ids and tuple(readable) == pooled_for and all(i in rows for i in ids):
+            # The winners of this unit's load: already read, by the same reader.
+            return [queries.memory_from_pool_row(rows[i]) for i in dict.fromkeys(ids)]
+        self.flush()
         return queries.by_ids(self.conn, readable, ids)
 
     def audit_trail(self, op: AuditOp) -> list[AuditEntry]:
+        self.flush()
         return queries.audit_trail(self.conn, op.tenant, op.memory_id, op.limit)

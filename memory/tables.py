@@ -85,13 +85,21 @@ memories = Table(
     UniqueConstraint(
         "tenant", "user_id", "agent_id", "idempotency_key", name="uq_ns_memories_idem"
     ),
+    # Room on each page so score-only updates (decay, votes) stay HOT: 0006_maint_fillfactor.
+    postgresql_with={"fillfactor": 90},
 )
+# What a load reads: one scope's active rows reinforced within the TTL. With
+# last_reinforced_at in the index, rows past their TTL are skipped in the index
+# instead of being fetched from the heap and thrown away (a scope's rows sit on as
+# many heap pages as it has rows). Its (scope, status) prefix serves every other
+# scope read.
 Index(
-    "ix_ns_memories_scope_status",
+    "ix_ns_memories_loadable",
     memories.c.tenant,
     memories.c.user_id,
     memories.c.agent_id,
     memories.c.status,
+    memories.c.last_reinforced_at,
 )
 Index(
     "ix_ns_memories_scope_key",
@@ -100,7 +108,9 @@ Index(
     memories.c.agent_id,
     memories.c.key,
 )
-Index("ix_ns_memories_run", memories.c.run_id)
+# No index on run_id: forgetting by run asks for `run_id = ? OR task_id = ?` within
+# a tenant, which the scope index answers; a run_id index was never used and cost
+# every insert.
 
 receipts = Table(
     "ns_write_receipts",

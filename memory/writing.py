@@ -49,8 +49,9 @@ def apply(rows: RowAccess, op: ApplyOp) -> WriteReceipt:
     if earlier is not None:
         return earlier
     batch = _Batch(rows, op.candidates)
+    rules: dict[str, AgentRules] = {}
     decisions = tuple(
-        batch.apply_one(i, c, op.rules_for(c.provenance.agent), op.now)
+        batch.apply_one(i, c, _rules(rules, op, c.provenance.agent), op.now)
         for i, c in enumerate(op.candidates)
     )
     batch.flush()
@@ -82,8 +83,20 @@ def apply(rows: RowAccess, op: ApplyOp) -> WriteReceipt:
     return receipt
 
 
+def _rules(known: dict[str, AgentRules], op: ApplyOp, agent: str) -> AgentRules:
+    """`op.rules_for(agent)`, asked once per agent of a batch (it may read a file)."""
+    if agent not in known:
+        known[agent] = op.rules_for(agent)
+    return known[agent]
+
+
 def new_memory(
-    candidate: Candidate, kind: Kind, status: Status, now: datetime, supersedes_id: str | None
+    candidate: Candidate,
+    kind: Kind,
+    status: Status,
+    now: datetime,
+    supersedes_id: str | None,
+    idempotency_key: str = "",
 ) -> Memory:
     """The row a candidate becomes (fresh id, version 1)."""
     p = candidate.provenance
@@ -103,7 +116,7 @@ def new_memory(
         subagent=p.subagent,
         schedule=p.schedule,
         subject=p.subject,
-        idempotency_key=candidate.effective_idempotency_key(),
+        idempotency_key=idempotency_key or candidate.effective_idempotency_key(),
         version=1,
         score=1.0,
         created_at=now,
@@ -128,8 +141,9 @@ class _Batch:
 
     def __init__(self, rows: RowAccess, candidates: tuple[Candidate, ...]) -> None:
         self.rows = rows
+        self.idempotency_keys = [c.effective_idempotency_key() for c in candidates]
         self.by_idem, self.active = rows.existing(
-            [(c.scope, c.effective_idempotency_key()) for c in candidates],
+            [(c.scope, k) for c, k in zip(candidates, self.idempotency_keys, strict=True)],
             [(c.scope, c.key) for c in candidates if c.key],
         )
         self.new: dict[str, Memory] = {}
@@ -180,8 +194,9 @@ class _Batch:
         status = Status.ACTIVE if verdict.action is Action.ACCEPT else Status.PENDING_REVIEW
         rule, reason = verdict.rule, verdict.reason
         digest = content_hash(candidate.content)
+        idempotency_key = self.idempotency_keys[index]
 
-        earlier = self.by_idem.get((candidate.scope, candidate.effective_idempotency_key()))
+        earlier = self.by_idem.get((candidate.scope, idempotency_key))
         if earlier is not None:
             if content_hash(earlier.content) == digest and earlier.kind is kind:
                 return Decision(
@@ -229,7 +244,9 @@ class _Batch:
                     "an agent's value waits for review"
                 )
 
-        row = new_memory(candidate, kind, status, now, current.id if current else None)
+        row = new_memory(
+            candidate, kind, status, now, current.id if current else None, idempotency_key
+        )
         if current is not None:
             self._supersede(current, row.id, now)
         self.new[row.id] = row

@@ -1,0 +1,252 @@
+"""The writes of one transaction, held back and sent together when it ends.
+
+An apply ends with four writes — its new rows, the rows they supersede, one audit
+entry per candidate and the receipt — none of which the apply reads again. Sent
+one by one they are four round trips and four statements to plan; on PostgreSQL
+`flush` sends them as one statement (`WRITE_ALL`: data-modifying CTEs over the
+rows as JSON), whatever the batch size, so its text never changes. SQLite runs
+in the same process, so it keeps the plain statements of `memory.queries`.
+
+The holder (`memory.sql.SqlRows`) flushes before every read or direct update, so
+a transaction never reads past a write it has not sent, and once more before it
+commits. Nothing about durability changes: every write is in the transaction,
+committed with it or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from sqlalchemy import Connection
+
+from memory import queries
+from memory.port import AuditEntry
+from memory.receipts import WriteReceipt
+from memory.records import Memory, content_hash
+
+
+@dataclass(slots=True)
+class PendingWrites:
+    """Inserts and supersessions queued inside one open transaction."""
+
+    memories: list[Memory] = field(default_factory=list)
+    successors: list[tuple[str, str, datetime]] = field(default_factory=list)
+    audit: list[AuditEntry] = field(default_factory=list)
+    receipts: list[WriteReceipt] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.memories or self.successors or self.audit or self.receipts)
+
+    def flush(self, conn: Connection) -> None:
+        """Send everything queued, in order of dependence, and forget it."""
+        if not self:
+            return
+        if conn.dialect.name == "postgresql":
+            _flush_postgres(conn, self)
+        else:
+            queries.insert_memories(conn, self.memories)
+            by_time: dict[datetime, dict[str, str]] = {}
+            for old_id, new_id, at in self.successors:
+                by_time.setdefault(at, {})[old_id] = new_id
+            for at, successors in by_time.items():
+                queries.supersede_many(conn, successors, at)
+            queries.record_audit(conn, self.audit)
+            for receipt in self.receipts:
+                queries.save_receipt(conn, receipt)
+        self.memories, self.successors, self.audit, self.receipts = [], [], [], []
+
+
+_MEMORY_COLUMNS = (
+    ("id", "varchar"),
+    ("tenant", "varchar"),
+    ("user_id", "varchar"),
+    ("agent_id", "varchar"),
+    ("kind", "varchar"),
+    ("key", "varchar"),
+    ("content", "text"),
+    ("content_hash", "varchar"),
+    ("status", "varchar"),
+    ("source", "varchar"),
+    ("confidence", "float8"),
+    ("reference", "text"),
+    ("run_id", "varchar"),
+    ("task_id", "varchar"),
+    ("agent", "varchar"),
+    ("subagent", "varchar"),
+    ("schedule", "varchar"),
+    ("subject", "varchar"),
+    ("idempotency_key", "varchar"),
+    ("version", "int4"),
+    ("score", "float8"),
+    ("created_at", "timestamptz"),
+    ("valid_from", "timestamptz"),
+    ("valid_to", "timestamptz"),
+    ("superseded_at", "timestamptz"),
+    ("supersedes_id", "varchar"),
+    ("superseded_by_id", "varchar"),
+    ("last_reinforced_at", "timestamptz"),
+    ("last_used_at", "timestamptz"),
+)
+_AUDIT_COLUMNS = (
+    ("at", "timestamptz"),
+    ("actor", "varchar"),
+    ("tenant", "varchar"),
+    ("action", "varchar"),
+    ("memory_id", "varchar"),
+    ("detail", "json"),
+)
+_RECEIPT_COLUMNS = (
+    ("handle", "varchar"),
+    ("tenant", "varchar"),
+    ("run_id", "varchar"),
+    ("created_at", "timestamptz"),
+    ("decisions", "json"),
+)
+
+
+def _rows(table: str, columns: Sequence[tuple[str, str]]) -> str:
+    """`(columns) SELECT …` from the `table` list of the JSON document. Nested JSON
+    (audit detail, receipt decisions) is stored as its text, exactly as
+    `json.dumps` wrote it: the `json` type keeps its input verbatim."""
+    names = ", ".join(name for name, _ in columns)
+    values = ", ".join(f"{name}::text" if kind == "json" else name for name, kind in columns)
+    types = ", ".join(f"{name} {kind}" for name, kind in columns)
+    return f"({names}) SELECT {values} FROM json_to_recordset(%({table})s::json) AS r({types})"
+
+
+WRITE_ALL = f"""
+WITH new_memories AS (
+    INSERT INTO ns_memories {_rows("memories", _MEMORY_COLUMNS)}
+    RETURNING 1
+), superseded AS (
+    UPDATE ns_memories AS m
+    SET status = 'superseded', superseded_at = s.at, valid_to = s.at,
+        superseded_by_id = s.new_id, version = m.version + 1
+    FROM unnest(%(old_ids)s::varchar[], %(new_ids)s::varchar[], %(at)s::timestamptz[])
+        AS s(old_id, new_id, at)
+    WHERE m.id = s.old_id
+    RETURNING 1
+), audited AS (
+    INSERT INTO ns_audit {_rows("audit", _AUDIT_COLUMNS)}
+    RETURNING 1
+), receipted AS (
+    INSERT INTO ns_write_receipts {_rows("receipts", _RECEIPT_COLUMNS)}
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM new_memories), (SELECT count(*) FROM superseded)
+"""
+"""All of a transaction's queued writes as one statement. The CTEs touch different
+rows (new rows are linked to their predecessors before they are inserted; the
+UPDATE only reaches rows that existed before the statement), so running them
+against one snapshot is what the separate statements did.
+
+The rows travel as one JSON text per table rather than as bound values: psycopg2
+interpolates parameters into the statement, and PostgreSQL then plans every
+literal of every row (milliseconds for a batch of 50), where a JSON text is one
+literal, parsed once while the statement runs (one text per table, not one
+document: `json -> 'key'` would parse the whole document again for each table). The supersessions are arrays instead: PostgreSQL
+estimates `unnest` of a constant array by its length, so the UPDATE finds its few
+rows by primary key (a JSON set is guessed at 100 rows, and the planner would
+hash-join a scan of the whole table)."""
+
+
+def _flush_postgres(conn: Connection, pending: PendingWrites) -> None:
+    iso = _IsoTimes()
+    tables = {
+        "memories": [_memory_row(m, iso) for m in pending.memories],
+        "audit": [
+            {
+                "at": iso(e.at),
+                "actor": e.actor,
+                "tenant": e.tenant,
+                "action": e.action,
+                "memory_id": e.memory_id,
+                "detail": e.detail,
+            }
+            for e in pending.audit
+        ],
+        "receipts": [
+            {
+                "handle": r.handle,
+                "tenant": r.tenant,
+                "run_id": r.run_id,
+                "created_at": iso(r.created_at),
+                "decisions": [d.to_json() for d in r.decisions],
+            }
+            for r in pending.receipts
+        ],
+    }
+    params: dict[str, object] = {name: json.dumps(rows) for name, rows in tables.items()}
+    params.update(
+        {
+            "old_ids": [old for old, _, _ in pending.successors],
+            "new_ids": [new for _, new, _ in pending.successors],
+            "at": [_utc(at) for _, _, at in pending.successors],
+        }
+    )
+    conn.exec_driver_sql(WRITE_ALL, params)
+
+
+class _IsoTimes:
+    """ISO text of aware UTC datetimes; a batch shares a few instants, so each is
+    converted once."""
+
+    def __init__(self) -> None:
+        self.seen: dict[datetime, str] = {}
+
+    def __call__(self, value: datetime | None) -> str | None:
+        if value is None:
+            return None
+        text = self.seen.get(value)
+        if text is None:
+            utc = _utc(value)
+            assert utc is not None
+            text = self.seen[value] = utc.isoformat()
+        return text
+
+
+def _memory_row(m: Memory, iso: _IsoTimes) -> dict[str, object]:
+    """A Memory as the columns `queries.to_values` gives, datetimes as ISO text."""
+    return {
+        "id": m.id,
+        "tenant": m.scope.tenant,
+        "user_id": m.scope.user,
+        "agent_id": m.scope.agent,
+        "kind": m.kind.value,
+        "key": m.key,
+        "content": m.content,
+        "content_hash": content_hash(m.content),
+        "status": m.status.value,
+        "source": m.source.value,
+        "confidence": m.confidence,
+        "reference": m.reference,
+        "run_id": m.run_id,
+        "task_id": m.task_id,
+        "agent": m.agent,
+        "subagent": m.subagent,
+        "schedule": m.schedule,
+        "subject": m.subject,
+        "idempotency_key": m.idempotency_key,
+        "version": m.version,
+        "score": m.score,
+        "created_at": iso(m.created_at),
+        "valid_from": iso(m.valid_from),
+        "valid_to": iso(m.valid_to),
+        "superseded_at": iso(m.superseded_at),
+        "supersedes_id": m.supersedes_id,
+        "superseded_by_id": m.superseded_by_id,
+        "last_reinforced_at": iso(m.last_reinforced_at),
+        "last_used_at": iso(m.last_used_at),
+    }
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """What `memory.tables.Timestamp` does to a bound value: aware, in UTC."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        raise ValueError("naive datetime refused: pass an aware UTC datetime")
+    return value.astimezone(UTC)

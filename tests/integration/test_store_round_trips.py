@@ -1,0 +1,163 @@
+"""The store's hot paths on real databases: how many statements they cost, and that
+the shortcuts (queued writes, a load's winners taken from its pool) change no result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import Engine, event
+
+from memory.engine import autocommit, open_engine
+from memory.receipts import Outcome
+from memory.records import Candidate, Kind, Provenance, Scope, Source
+from memory.store import Store
+from tests.clock import Clock
+from tests.services import postgres_database
+from workers import schema
+
+pytestmark = pytest.mark.integration
+
+ANA = Scope("acme", "ana", "triage")
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    engine = open_engine(database_url)
+    schema.upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def store(engine: Engine, clock: Clock) -> Store:
+    return Store(engine, clock=clock)
+
+
+@pytest.fixture
+def pg_engine() -> Iterator[Engine]:
+    """PostgreSQL only: prepared statements exist there and nowhere else."""
+    with postgres_database() as url:
+        engine = open_engine(url)
+        yield engine
+        engine.dispose()
+
+
+@pytest.fixture
+def pg_store(pg_engine: Engine, clock: Clock) -> Store:
+    return Store(pg_engine, clock=clock)
+
+
+def candidate(content: str, *, key: str = "", task: str = "run-1") -> Candidate:
+    return Candidate(
+        scope=ANA,
+        kind=Kind.FACT,
+        content=content,
+        key=key,
+        provenance=Provenance(Source.OBSERVED, reference="feed#1", task_id=task, agent="triage"),
+    )
+
+
+class Statements:
+    """The SQL statements any engine sends while in the `with` block, first word
+    only (SELECT, WITH, INSERT …). Any engine: reads on PostgreSQL go through the
+    engine's autocommit sibling (`memory.engine.autocommit`)."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def __enter__(self) -> Statements:
+        event.listen(Engine, "before_cursor_execute", self._record)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        event.remove(Engine, "before_cursor_execute", self._record)
+
+    def _record(self, conn: object, cursor: object, statement: str, *args: object) -> None:
+        self.seen.append(statement.split(None, 1)[0].upper())
+
+
+def test_an_apply_sends_its_writes_as_one_statement(engine: Engine, store: Store) -> None:
+    store.apply([candidate("plan: v1", key="plan", task="run-0")], handle="h0", actor="w")
+    with Statements() as statements:
+        receipt = store.apply(
+            [candidate(f"note {i}") for i in range(5)]
+            + [candidate("plan: v2", key="plan", task="run-1")],
+            handle="h1",
+            actor="w",
+        )
+    outcomes = [d.outcome for d in receipt.decisions]
+    assert outcomes == [Outcome.STORED] * 5 + [Outcome.SUPERSEDED]
+    writes = [s for s in statements.seen if s not in ("SELECT", "BEGIN", "PRAGMA")]
+    if engine.dialect.name == "postgresql":
+        # receipt look-up, existing rows, then everything else in one statement
+        assert statements.seen == ["SELECT", "SELECT", "WITH"]
+    else:
+        assert writes  # SQLite runs the plain statements, in process
+    # …and nothing of what that statement carried was lost.
+    assert store.receipt("h1") == receipt
+    assert len(store.audit("acme")) == 7
+    old, new = store.history(ANA, "plan")
+    assert (old.superseded_by_id, new.supersedes_id) == (new.id, old.id)
+    assert old.valid_to == new.valid_from
+
+
+def test_audit_and_receipt_keep_awkward_text(store: Store) -> None:
+    content = 'Zoë wrote "renew on 3/1" \\ and 100% sure'
+    receipt = store.apply([candidate(content, key="renewal")], handle='h"1\\', actor="wr'iter")
+    [memory] = store.show(ANA)
+    assert memory.content == content
+    [entry] = store.audit("acme", memory.id)
+    assert entry.actor == "wr'iter"
+    assert entry.detail["handle"] == 'h"1\\'
+    assert entry.detail["scope"] == str(ANA)
+    assert store.receipt('h"1\\') == receipt
+
+
+def test_a_load_gives_the_rows_get_gives(store: Store, clock: Clock) -> None:
+    store.apply([candidate(f"renewal note {i} for acme") for i in range(8)], handle="h", actor="w")
+    clock.advance(hours=1)
+    loaded = store.load(ANA, goal="renewal acme")
+    assert len(loaded) == 8
+    assert {m.id: m for m in loaded.ranked} == {m.id: m for m in store.get(ANA, loaded.ids)}
+    for memory in loaded.ranked:
+        assert memory.created_at.utcoffset() == timedelta(0)
+        assert memory.last_reinforced_at.utcoffset() == timedelta(0)
+
+
+def test_a_load_costs_one_statement(engine: Engine, store: Store) -> None:
+    store.apply([candidate(f"renewal note {i}") for i in range(3)], handle="h", actor="w")
+    first = store.load(ANA, goal="renewal")  # on PostgreSQL this one also prepares
+    with Statements() as statements:
+        again = store.load(ANA, goal="renewal")
+    assert again == first and len(again) == 3
+    expected = "EXECUTE" if engine.dialect.name == "postgresql" else "SELECT"
+    assert [s for s in statements.seen if s in ("SELECT", "WITH", "EXECUTE")] == [expected]
+
+
+def test_a_load_survives_its_prepared_statement_vanishing(
+    pg_engine: Engine, pg_store: Store
+) -> None:
+    pg_store.apply([candidate(f"renewal note {i}") for i in range(3)], handle="h", actor="w")
+    first = pg_store.load(ANA, goal="renewal")
+    with autocommit(pg_engine) as conn:  # the pool hands back the connection the load used
+        conn.exec_driver_sql("DEALLOCATE ALL")
+    assert pg_store.load(ANA, goal="renewal") == first
+    assert pg_store.load(ANA, goal="renewal") == first  # and prepares it again
+
+
+def test_a_load_survives_a_session_that_already_holds_its_prepared_statement(
+    pg_engine: Engine, pg_store: Store
+) -> None:
+    pg_store.apply([candidate(f"renewal note {i}") for i in range(3)], handle="h", actor="w")
+    first = pg_store.load(ANA, goal="renewal")
+    with autocommit(pg_engine) as conn:  # as if a pooler handed us a session prepared by another
+        conn.connection.info["ns_prepared"].clear()
+    assert pg_store.load(ANA, goal="renewal") == first

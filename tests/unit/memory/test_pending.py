@@ -1,0 +1,59 @@
+"""The queued writes of a transaction (`memory.pending`), without a database."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from memory import pending
+from memory.records import Candidate, Kind, Provenance, Scope, Source, Status
+from memory.tables import memories
+from memory.writing import new_memory
+
+
+def test_the_insert_names_every_column_a_memory_has() -> None:
+    columns = [name for name, _ in pending._MEMORY_COLUMNS]
+    assert sorted(columns) == sorted(c.name for c in memories.c if c.name != "search_vector")
+
+
+def test_a_memory_row_holds_what_to_values_holds() -> None:
+    from memory.queries import to_values
+
+    now = datetime(2026, 3, 1, 12, 0, tzinfo=timezone(timedelta(hours=2)))
+    candidate = Candidate(
+        scope=Scope("acme", "ana", "triage"),
+        kind=Kind.FACT,
+        content='Zoë said "renew" \\ on 3/1',
+        key="customer.renewal",
+        provenance=Provenance(Source.STATED, reference="msg#9", task_id="t-1"),
+    )
+    memory = new_memory(candidate, Kind.FACT, Status.ACTIVE, now, "old-id")
+    row = json.loads(json.dumps(pending._memory_row(memory, pending._IsoTimes())))
+    expected = to_values(memory)
+    for name, value in expected.items():
+        if isinstance(value, datetime):
+            assert datetime.fromisoformat(row[name]) == value
+            assert row[name].endswith("+00:00")  # stored as UTC, like Timestamp does
+        else:
+            assert row[name] == value, name
+
+
+def test_naive_times_are_refused() -> None:
+    with pytest.raises(ValueError, match="naive"):
+        pending._IsoTimes()(datetime(2026, 3, 1, 12, 0))
+
+
+def test_an_instant_is_formatted_once() -> None:
+    iso = pending._IsoTimes()
+    at = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    assert iso(at) is iso(at)
+    assert iso(None) is None
+
+
+def test_nothing_queued_is_falsy() -> None:
+    queue = pending.PendingWrites()
+    assert not queue
+    queue.successors.append(("a", "b", datetime(2026, 3, 1, tzinfo=UTC)))
+    assert queue
