@@ -35,26 +35,24 @@ from sqlalchemy import (
     Connection,
     Engine,
     and_,
-    delete,
     func,
     insert,
     literal,
     or_,
-    select,
     update,
 )
 
-from memory import hot
-from memory.maintenance_tables import hot_summaries, memory_links, tombstones
-from memory.records import Scope, Source, Status
-from memory.tables import audit, memories, receipts
+from memory.forget_places import TextPlace, scrub
+from memory.forget_removal import compact_fulltext, contents_of, listing, remove
+from memory.forget_verification import count_where, relist, still_held
+from memory.maintenance_tables import tombstones
+from memory.records import Scope, Source
+from memory.tables import audit, memories
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LIMIT = 10_000
 VERIFY_TEXTS = 200
-_CHUNK = 500
-COMPACTED = "compacted"
 
 
 class Role(enum.StrEnum):
@@ -219,14 +217,6 @@ class ForgetReport:
         return out
 
 
-@dataclass
-class _Plan:
-    listed: int
-    truncated: bool
-    delete: set[str]
-    skipped: int
-
-
 def forget(
     engine: Engine,
     selector: Selector,
@@ -236,9 +226,12 @@ def forget(
     reason: str = "",
     limit: int = DEFAULT_LIMIT,
     compact: bool = True,
+    places: Sequence[TextPlace] = (),
 ) -> ForgetReport:
     """Forget what `selector` matches, for `requester`; return the verified report.
 
+    `places` are tables outside memory that may quote the forgotten text (a run's
+    summary or payload); it is scrubbed there too and they are re-listed.
     Raises ForgetRefused (after auditing the refusal) for an agent.
     """
     if requester.role in (Role.AGENT, Role.MAINTENANCE) or not requester.name:
@@ -257,6 +250,7 @@ def forget(
         compact=compact,
         contributors_too=selector.kind is SelectorKind.ID,
         verify_texts=VERIFY_TEXTS,
+        places=places,
     )
 
 
@@ -270,6 +264,7 @@ def delete_where(
     limit: int = DEFAULT_LIMIT,
     compact: bool = True,
     verify_texts: int = 20,
+    places: Sequence[TextPlace] = (),
 ) -> ForgetReport:
     """The same deletion path for maintenance (purge of expired rows), with a tombstone.
 
@@ -289,6 +284,7 @@ def delete_where(
         compact=compact,
         contributors_too=True,  # an expired merge or summary takes what it absorbed along
         verify_texts=verify_texts,
+        places=places,
     )
 
 
@@ -332,6 +328,7 @@ def _run(
     compact: bool,
     contributors_too: bool,
     verify_texts: int,
+    places: Sequence[TextPlace] = (),
 ) -> ForgetReport:
     tombstone_id = str(uuid.uuid4())
     with engine.begin() as conn:
@@ -340,9 +337,12 @@ def _run(
         # Episode summaries are rebuilt from what remains, not matched directly;
         # forget by id and purge (an expired summary) address them as rows.
         whole_rows = contributors_too or requester.role is Role.MAINTENANCE
-        plan = _plan(conn, where, allowed, limit, contributors_too, whole_rows)
-        texts = _contents(conn, plan.delete)
-        deleted, rebuilt = _remove(conn, plan.delete, tenant, now)
+        plan = listing(conn, where, allowed, limit, contributors_too, whole_rows)
+        texts = contents_of(conn, plan.delete)
+        deleted, rebuilt = remove(conn, plan.delete, tenant, now)
+        gone = {t for t in texts if not still_held(conn, tenant, t)}
+        for place in places:
+            rebuilt[place.name] = scrub(conn, place, tenant, gone)
         failed = len(plan.delete) - len(deleted)
         # A person's request is recorded even when nothing matched; an idle purge is not.
         quiet = requester.role is Role.MAINTENANCE and plan.listed == 0
@@ -352,8 +352,8 @@ def _run(
     notes = compact_fulltext(engine) if compact and deleted else ()
     if deleted and not compact:
         notes = ("full-text compaction left to the caller (compact=False)",)
-    places, more_notes = _relist(engine, tenant, deleted, texts, verify_texts)
-    remaining = _count(engine, and_(where, allowed)) + sum(places.values())
+    found, more_notes = relist(engine, tenant, deleted, texts, verify_texts, places)
+    remaining = count_where(engine, and_(where, allowed)) + sum(found.values())
     exhaustive, why = not plan.truncated, ""
     if plan.truncated:
         why = f"listing stopped at the batch limit of {limit} rows; run the forget again"
@@ -369,7 +369,7 @@ def _run(
         remaining=remaining,
         exhaustive=exhaustive,
         reason=why,
-        places=places,
+        places=found,
         rebuilt=rebuilt,
         notes=(*notes, *more_notes),
     ).check()
@@ -394,23 +394,6 @@ def _run(
         },
     )
     return report
-
-
-def _remove(
-    conn: Connection, doomed: set[str], tenant: str, now: datetime
-) -> tuple[set[str], dict[str, int]]:
-    """Delete `doomed` and rebuild what carried it: merges, episode summaries, hot memory."""
-    rebuilt = {"merged": _promote_contributors(conn, doomed)}
-    scopes = _scopes_of(conn, doomed) | hot.scopes_built_from(conn, tenant, doomed)
-    summaries = _summaries_fed_by(conn, doomed)
-    deleted = _delete_rows(conn, doomed)
-    _drop_links(conn, deleted)
-    rebuilt["summaries"] = _rebuild_summaries(conn, summaries, now)
-    _redact_audit(conn, deleted)
-    rebuilt["hot"] = len(scopes)
-    if scopes:
-        hot.rebuild(conn, now, tenant=tenant, scopes=scopes)
-    return deleted, rebuilt
 
 
 def _record(
@@ -449,296 +432,13 @@ def _record(
     )
 
 
-def _plan(
-    conn: Connection,
-    where: ColumnElement[bool],
-    allowed: ColumnElement[bool],
-    limit: int,
-    contributors_too: bool,
-    whole_rows: bool,
-) -> _Plan:
-    c = memories.c
-    summaries = select(memory_links.c.target_id).where(memory_links.c.rule == COMPACTED)
-    matched = where if whole_rows else and_(where, c.id.not_in(summaries))
-    query = select(c.id, allowed.label("allowed")).where(matched).order_by(c.id).limit(limit + 1)
-    rows = conn.execute(query).all()
-    truncated = len(rows) > limit
-    rows = rows[:limit]
-    keep = {r.id for r in rows if r.allowed}
-    extra = _expand(conn, keep, allowed, contributors_too)
-    listed = len(rows) + len(extra["all"])
-    delete_ids = keep | extra["allowed"]
-    return _Plan(listed, truncated, delete_ids, listed - len(delete_ids))
-
-
-def _expand(
-    conn: Connection, start: set[str], allowed: ColumnElement[bool], contributors_too: bool
-) -> dict[str, set[str]]:
-    """Superseded versions (and, for forget by id, merged contributors), level by level."""
-    seen, found, ok = set(start), set(), set()
-    frontier = set(start)
-    linked_sources = select(memory_links.c.source_id)
-    while frontier:
-        nxt: set[str] = set()
-        for chunk in _chunks(frontier):
-            versions = select(memories.c.id, allowed.label("allowed")).where(
-                memories.c.superseded_by_id.in_(chunk),
-                memories.c.id.not_in(linked_sources),
-            )
-            rows = list(conn.execute(versions))
-            if contributors_too:
-                contributors = select(memories.c.id, allowed.label("allowed")).where(
-                    memories.c.id.in_(
-                        select(memory_links.c.source_id).where(memory_links.c.target_id.in_(chunk))
-                    )
-                )
-                rows += list(conn.execute(contributors))
-            for row in rows:
-                if row.id in seen:
-                    continue
-                seen.add(row.id)
-                found.add(row.id)
-                if row.allowed:
-                    ok.add(row.id)
-                    nxt.add(row.id)
-        frontier = nxt
-    return {"all": found, "allowed": ok}
-
-
-def _contents(conn: Connection, ids: set[str]) -> set[str]:
-    out: set[str] = set()
-    for chunk in _chunks(ids):
-        out.update(
-            conn.execute(select(memories.c.content).where(memories.c.id.in_(chunk))).scalars()
-        )
-    return out
-
-
-def _scopes_of(conn: Connection, ids: set[str]) -> set[Scope]:
-    out: set[Scope] = set()
-    for chunk in _chunks(ids):
-        query = (
-            select(memories.c.tenant, memories.c.user_id, memories.c.agent_id)
-            .where(memories.c.id.in_(chunk))
-            .distinct()
-        )
-        out.update(Scope(r.tenant, r.user_id, r.agent_id) for r in conn.execute(query))
-    return out
-
-
-def _promote_contributors(conn: Connection, doomed: set[str]) -> int:
-    """A merged memory being forgotten hands over to its newest surviving contributor."""
-    if not doomed:
-        return 0
-    groups: dict[str, list[tuple[datetime, str]]] = {}
-    for chunk in _chunks(doomed):
-        query = (
-            select(memory_links.c.target_id, memories.c.id, memories.c.created_at)
-            .join(memories, memories.c.id == memory_links.c.source_id)
-            .where(memory_links.c.target_id.in_(chunk), memory_links.c.rule != COMPACTED)
-        )
-        for row in conn.execute(query):
-            if row.id not in doomed:
-                groups.setdefault(row.target_id, []).append((row.created_at, row.id))
-    for target, contributors in groups.items():
-        heir = max(contributors)[1]
-        others = [i for _, i in contributors if i != heir]
-        conn.execute(
-            update(memories)
-            .where(memories.c.id == heir)
-            .values(
-                status=Status.ACTIVE.value,
-                superseded_by_id=None,
-                superseded_at=None,
-                valid_to=None,
-                version=memories.c.version + 1,
-            )
-        )
-        conn.execute(
-            delete(memory_links).where(
-                memory_links.c.source_id == heir, memory_links.c.target_id == target
-            )
-        )
-        if others:
-            conn.execute(
-                update(memories).where(memories.c.id.in_(others)).values(superseded_by_id=heir)
-            )
-            conn.execute(
-                update(memory_links)
-                .where(memory_links.c.target_id == target, memory_links.c.source_id.in_(others))
-                .values(target_id=heir)
-            )
-    return len(groups)
-
-
-def _summaries_fed_by(conn: Connection, ids: set[str]) -> set[str]:
-    out: set[str] = set()
-    for chunk in _chunks(ids):
-        query = select(memory_links.c.target_id).where(
-            memory_links.c.rule == COMPACTED, memory_links.c.source_id.in_(chunk)
-        )
-        out.update(conn.execute(query).scalars())
-    return out - ids
-
-
-def _delete_rows(conn: Connection, ids: set[str]) -> set[str]:
-    out: set[str] = set()
-    for chunk in _chunks(ids):
-        result = conn.execute(
-            delete(memories).where(memories.c.id.in_(chunk)).returning(memories.c.id)
-        )
-        out.update(result.scalars())
-    return out
-
-
-def _drop_links(conn: Connection, ids: set[str]) -> None:
-    for chunk in _chunks(ids):
-        conn.execute(
-            delete(memory_links).where(
-                or_(memory_links.c.source_id.in_(chunk), memory_links.c.target_id.in_(chunk))
-            )
-        )
-
-
-def _rebuild_summaries(conn: Connection, summaries: set[str], now: datetime) -> int:
-    """Rewrite each episode summary from the episodes it still has; delete it if none."""
-    from memory.consolidation import summary_text  # one formatter for build and rebuild
-
-    for summary_id in summaries:
-        query = (
-            select(memories.c.content, memories.c.created_at)
-            .join(memory_links, memory_links.c.source_id == memories.c.id)
-            .where(memory_links.c.target_id == summary_id)
-            .order_by(memories.c.created_at, memories.c.id)
-        )
-        rows = list(conn.execute(query))
-        if not rows:
-            conn.execute(delete(memories).where(memories.c.id == summary_id))
-            conn.execute(delete(memory_links).where(memory_links.c.target_id == summary_id))
-            continue
-        content = summary_text([(r.created_at, r.content) for r in rows])
-        from memory.records import content_hash
-
-        conn.execute(
-            update(memories)
-            .where(memories.c.id == summary_id)
-            .values(
-                content=content, content_hash=content_hash(content), version=memories.c.version + 1
-            )
-        )
-    return len(summaries)
-
-
-def _redact_audit(conn: Connection, ids: set[str]) -> None:
-    for chunk in _chunks(ids):
-        conn.execute(update(audit).where(audit.c.memory_id.in_(chunk)).values(redacted=True))
-
-
-def compact_fulltext(engine: Engine) -> tuple[str, ...]:
-    """Make deleted text leave the full-text structures, not just the visible rows."""
-    if engine.dialect.name == "sqlite":
-        with engine.begin() as conn:
-            conn.exec_driver_sql("INSERT INTO ns_memories_fts(ns_memories_fts) VALUES('optimize')")
-        with engine.connect() as conn:
-            raw = conn.connection.dbapi_connection
-            assert raw is not None
-            busy, _, _ = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        return (
-            () if not busy else ("WAL checkpoint was blocked by a reader; retried on next forget",)
-        )
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.exec_driver_sql("VACUUM ns_memories")
-    return ()
-
-
-def _relist(
-    engine: Engine, tenant: str, deleted: set[str], texts: set[str], verify_texts: int
-) -> tuple[dict[str, int], tuple[str, ...]]:
-    """Look for what was deleted in every place it could have been."""
-    places = dict.fromkeys(("memories", "fulltext", "links", "hot", "audit", "receipts"), 0)
-    notes: list[str] = []
-    with engine.connect() as conn:
-        for chunk in _chunks(deleted):
-            places["memories"] += _scalar(
-                conn, select(func.count()).where(memories.c.id.in_(chunk))
-            )
-            places["links"] += _scalar(
-                conn,
-                select(func.count())
-                .select_from(memory_links)
-                .where(
-                    or_(memory_links.c.source_id.in_(chunk), memory_links.c.target_id.in_(chunk))
-                ),
-            )
-            places["audit"] += _scalar(
-                conn,
-                select(func.count())
-                .select_from(audit)
-                .where(audit.c.memory_id.in_(chunk), audit.c.redacted.is_(False)),
-            )
-            if conn.dialect.name == "sqlite":
-                marks = ",".join("?" * len(chunk))
-                places["fulltext"] += conn.exec_driver_sql(
-                    f"SELECT count(*) FROM ns_memories_fts WHERE memory_id IN ({marks})",
-                    tuple(chunk),
-                ).scalar_one()
-        places["hot"] += len(hot.scopes_built_from(conn, tenant, deleted))
-        gone = [t for t in texts if not _still_held(conn, tenant, t)]
-        if len(gone) > verify_texts:
-            notes.append(f"content scan checked {verify_texts} of {len(gone)} deleted texts")
-        for text in gone[:verify_texts]:
-            places["hot"] += _contains(
-                conn, hot_summaries.c.content, text, hot_summaries.c.tenant == tenant
-            )
-            places["audit"] += _contains(conn, audit.c.detail, text, audit.c.tenant == tenant)
-            places["receipts"] += _contains(
-                conn, receipts.c.decisions, text, receipts.c.tenant == tenant
-            )
-            places["memories"] += _contains(
-                conn, memories.c.content, text, memories.c.tenant == tenant
-            )
-            if conn.dialect.name == "sqlite":
-                places["fulltext"] += conn.exec_driver_sql(
-                    "SELECT count(*) FROM ns_memories_fts WHERE instr(lower(content), lower(?)) > 0",
-                    (text,),
-                ).scalar_one()
-    return places, tuple(notes)
-
-
-def _still_held(conn: Connection, tenant: str, text: str) -> bool:
-    """Another memory, not forgotten, holds the same text (e.g. another person's)."""
-    query = select(memories.c.id).where(memories.c.tenant == tenant, memories.c.content == text)
-    return conn.execute(query.limit(1)).first() is not None
-
-
-def _contains(conn: Connection, column: Any, text: str, where: ColumnElement[bool]) -> int:
-    query = select(func.count()).where(
-        where, func.lower(column).contains(text.lower(), autoescape=True)
-    )
-    return _scalar(conn, query)
-
-
-def _count(engine: Engine, where: ColumnElement[bool]) -> int:
-    with engine.connect() as conn:
-        return _scalar(conn, select(func.count()).where(where))
-
-
-def _scalar(conn: Connection, query: Any) -> int:
-    return int(conn.execute(query).scalar_one())
-
-
-def _chunks(ids: Iterable[str]) -> Iterable[list[str]]:
-    items: Sequence[str] = sorted(ids)
-    for start in range(0, len(items), _CHUNK):
-        yield list(items[start : start + _CHUNK])
-
-
 __all__ = [
     "ForgetRefused",
     "ForgetReport",
     "Requester",
     "Role",
     "Selector",
+    "TextPlace",
     "compact_fulltext",
     "delete_where",
     "forget",

@@ -23,11 +23,12 @@ from sqlalchemy import Engine, and_, func, select
 from memory import consolidation, expiry, reinforcement
 from memory.engine import retrying
 from memory.expiry import TtlConfig
-from memory.forgetting import compact_fulltext, delete_where
+from memory.forgetting import TextPlace, compact_fulltext, delete_where
 from memory.reinforcement import Vote
 from memory.tables import memories
 from workers.runtime import runtime_of
 from workers.settings import Settings
+from workers.tables import runs
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,15 @@ VOTES_TASK = "nightshift.votes"
 
 Progress = Callable[[str], None]
 DEFAULT_TTL = TtlConfig()
+RUN_TEXT = TextPlace(
+    "runs",
+    runs,
+    key="key",
+    tenant="tenant",
+    columns=("summary", "payload", "error", "tried", "evidence"),
+)
+"""A run's record can quote the memory it was given; a forget scrubs it there too."""
+FORGET_PLACES = (RUN_TEXT,)
 
 
 def utcnow() -> datetime:

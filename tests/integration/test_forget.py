@@ -8,10 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import insert, select
 
 from memory import consolidation, hot
 from memory.engine import open_engine
+from memory.forget_places import REDACTED
 from memory.forgetting import (
     ForgetRefused,
     Requester,
@@ -32,7 +33,9 @@ from tests.integration.test_maintenance_support import (
 )
 from workers import schema
 from workers.agents import Trigger
+from workers.maintenance import FORGET_PLACES
 from workers.projection import project
+from workers.tables import runs
 
 pytestmark = pytest.mark.integration
 
@@ -110,11 +113,36 @@ def seed_everything(store: Store, clock: Clock) -> None:
         consolidation.apply(conn, planned, clock())
 
 
+def record_run_quoting(store: Store, clock: Clock, summary: str, payload: str) -> None:
+    """A finished run of Ana's whose record quotes what it was given."""
+    with store.engine.begin() as conn:
+        conn.execute(
+            insert(runs).values(
+                key="nightly@ana",
+                agent="assistant",
+                tenant="acme",
+                user_id="ana",
+                trigger_kind="cron",
+                time_limit=60,
+                status="succeeded",
+                enqueued_at=clock(),
+                summary=summary,
+                payload=payload,
+            )
+        )
+
+
 def test_forgotten_text_is_nowhere_afterwards(store: Store, clock: Clock, tmp_path: Path) -> None:
     seed_everything(store, clock)
+    record_run_quoting(
+        store,
+        clock,
+        summary=f"Checked: Phoned about {MARK.upper()} dose 1. Nothing else.",
+        payload=json.dumps({"note": f"phoned about {MARK} dose 2"}),
+    )
     before = set(find_everywhere(store.engine, MARK))
-    # The test can fail: the text really was in memories, the index, hot and a summary.
-    assert {"ns_memories", "ns_hot_summaries"} <= {h.split(".")[0] for h in before}
+    # The test can fail: the text really was in memories, the index, hot, a summary, a run.
+    assert {"ns_memories", "ns_hot_summaries", "ns_runs"} <= {h.split(".")[0] for h in before}
     statuses = {m.status for m in store.show(ANA, all_statuses=True)}
     assert {Status.ACTIVE, Status.SUPERSEDED, Status.PENDING_REVIEW} <= statuses
 
@@ -124,13 +152,19 @@ def test_forgotten_text_is_nowhere_afterwards(store: Store, clock: Clock, tmp_pa
         Requester.person("ana"),
         now=clock(),
         reason="asked by ana",
+        places=FORGET_PLACES,
     )
 
     assert report.exhaustive and report.remaining == 0, report
     assert report.scanned == report.skipped + report.deleted + report.failed
     assert report.deleted >= 12 and report.failed == 0
+    assert report.rebuilt["runs"] == 1 and report.places["runs"] == 0
     assert sum(report.places.values()) == 0
     assert find_everywhere(store.engine, MARK) == []
+    with store.engine.connect() as conn:
+        run = conn.execute(select(runs.c.summary, runs.c.payload)).one()
+    assert run.summary == f"Checked: {REDACTED}. Nothing else."
+    assert json.loads(run.payload) == {"note": REDACTED}
     if store.engine.dialect.name == "sqlite":
         db = Path(store.engine.url.database or "")
         files = [p for p in (db, db.with_name(db.name + "-wal")) if p.exists()]

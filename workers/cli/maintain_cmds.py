@@ -36,7 +36,15 @@ from workers.cli.base import (
     pass_context,
 )
 from workers.cli.memory_cmds import memory
-from workers.maintenance import JOBS, JobSummary, apply_vote_batch, run_job, tenants, utcnow
+from workers.maintenance import (
+    FORGET_PLACES,
+    JOBS,
+    JobSummary,
+    apply_vote_batch,
+    run_job,
+    tenants,
+    utcnow,
+)
 
 
 @main_group.group()
@@ -210,7 +218,15 @@ def forget_cmd(
     )
     rt = connect(obj)
     try:
-        report = forget(rt.engine, selector, who, now=utcnow(), reason=reason, limit=limit)
+        report = forget(
+            rt.engine,
+            selector,
+            who,
+            now=utcnow(),
+            reason=reason,
+            limit=limit,
+            places=FORGET_PLACES,
+        )
     except ForgetRefused as error:
         raise click.ClickException(str(error)) from None
     if as_json:

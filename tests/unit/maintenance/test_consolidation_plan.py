@@ -11,10 +11,10 @@ from memory.consolidation import (
     InvariantViolation,
     Merge,
     Plan,
-    _clusters,
     summary_text,
 )
 from memory.forgetting import ForgetReport, ReportArithmeticError, Selector, SelectorKind
+from memory.near_duplicates import clusters, groups, sketch
 from memory.records import Scope
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -43,8 +43,28 @@ def test_clusters_join_near_duplicates_only_above_the_bar() -> None:
         words("ward 3 closes at 10"),
     ]
     buckets = [[0, 1, 2, 3]]
-    assert _clusters(texts, buckets, 0.85) == [[0, 1]]
-    assert sorted(_clusters(texts, buckets, 0.5)) == [[0, 1], [2, 3]]
+    assert clusters(texts, buckets, 0.85) == [[0, 1]]
+    assert sorted(clusters(texts, buckets, 0.5)) == [[0, 1], [2, 3]]
+
+
+def test_near_duplicate_groups_are_found_by_their_sketches_alone() -> None:
+    base = "the quarterly invoice for acme is due on the first of march every year"
+    contents = [
+        "an unrelated note about the staging server and its disk",
+        base,
+        base.upper(),  # same words up to case
+        base + " again",  # one word more: Jaccard 13/14
+        "the quarterly report for globex is late",
+    ]
+    assert groups(contents, 0.85) == [[1, 2, 3]]
+    assert groups(contents, 0.99) == [[1, 2]]
+
+
+def test_a_sketch_is_the_same_in_every_process_and_ignores_word_order() -> None:
+    words = frozenset(["alpha", "beta", "gamma", "delta"])
+    assert sketch(words) == sketch(frozenset(["delta", "gamma", "beta", "alpha"]))
+    # Fixed value: blake2b word hashes, not Python's per-process salted `hash`.
+    assert sketch(frozenset(["one"])) == [(0, 0x34F2DDAA8B7615C9)]
 
 
 def test_summary_text_is_dated_and_bounded() -> None:
