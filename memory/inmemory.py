@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from memory.expiry import DEFAULT_TTL_SPAN
+from memory.expiry import is_expired
 from memory.loading import Ranked
 from memory.port import (
     AuditEntry,
@@ -170,8 +170,7 @@ class InMemoryRows:
             m
             for m in self._all(op.readable)
             if m.status is Status.ACTIVE
-            and (m.valid_to is None or m.valid_to > op.now)
-            and m.last_reinforced_at >= op.now - DEFAULT_TTL_SPAN
+            and not is_expired(m, op.now, op.ttl)
             and m.score >= op.min_score
         ]
 

@@ -13,7 +13,10 @@ embedding). Both interpret ops with `memory.unit.perform` over their own
 
 Every read op carries `readable`: the exact scopes it may see, computed once by
 `memory.access.readable_scopes` from the reader's scope, the agent's attachment
-and the trigger's origin. A backend filters by it inside its query.
+and the trigger's origin. A backend filters by it inside its query. The ops that
+read *loadable* memory (load, pool, search) also carry the TTL configuration, and
+a backend applies it to every row as it reads (`memory.expiry`): what is past its
+TTL is not returned, whether or not the `expire` pass has marked it yet.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from memory.expiry import DEFAULT_TTL, TtlConfig
 from memory.policy import AgentRules
 from memory.records import Candidate, Kind, Memory, Scope, Status
 
@@ -51,6 +55,7 @@ class LoadOp:
     min_score: float
     limit: int
     max_chars: int
+    ttl: TtlConfig = DEFAULT_TTL
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +68,7 @@ class PoolOp:
     min_score: float
     kinds: tuple[Kind, ...]
     limit: int
+    ttl: TtlConfig = DEFAULT_TTL
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +80,7 @@ class SearchOp:
     now: datetime
     min_score: float
     limit: int
+    ttl: TtlConfig = DEFAULT_TTL
 
 
 @dataclass(frozen=True, slots=True)

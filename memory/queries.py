@@ -28,9 +28,16 @@ from sqlalchemy import (
     update,
 )
 
-from memory import fulltext
+from memory import fulltext, lookups
 from memory.dialect import DriverStatement, one_of
-from memory.expiry import DEFAULT_TTL_SPAN
+from memory.expiry import (
+    DEFAULT_TTL,
+    TtlConfig,
+    cutoff_param,
+    cutoff_values,
+    literal_cutoff,
+    within_ttl,
+)
 from memory.loading import Ranked
 from memory.port import AuditEntry
 from memory.receipts import Decision, WriteReceipt
@@ -63,12 +70,12 @@ def readable_by(scope: ScopeOrScopes) -> ColumnElement[bool]:
     return readable_among(scope.readable() if isinstance(scope, Scope) else scope)
 
 
-def loadable(now: datetime, min_score: float) -> ColumnElement[bool]:
-    """Active, not past valid_to, not past the default TTL, not voted below the bar."""
+def loadable(now: datetime, min_score: float, ttl: TtlConfig = DEFAULT_TTL) -> ColumnElement[bool]:
+    """Active, not past valid_to, not past its TTL, not voted below the bar."""
     return and_(
         memories.c.status == Status.ACTIVE.value,
         or_(memories.c.valid_to.is_(None), memories.c.valid_to > now),
-        memories.c.last_reinforced_at >= now - DEFAULT_TTL_SPAN,
+        within_ttl(ttl, literal_cutoff(now)),
         memories.c.score >= min_score,
     )
 
@@ -150,6 +157,8 @@ def existing(
 ) -> tuple[dict[tuple[Scope, str], Memory], dict[tuple[Scope, str], Memory]]:
     """What an apply needs to know up front, in one query: the rows already holding
     these idempotency keys, and the active row of each of these slots."""
+    if conn.dialect.name == "postgresql":
+        return lookups.existing(conn, idempotency, slots)
     arms = []
     if idempotency:
         arms.append(_scope_key_in(memories.c.idempotency_key, idempotency))
@@ -238,6 +247,8 @@ def save_receipt(conn: Connection, receipt: WriteReceipt) -> None:
 
 
 def get_receipt(conn: Connection, handle: str) -> WriteReceipt | None:
+    if conn.dialect.name == "postgresql":
+        return lookups.get_receipt(conn, handle)
     row = conn.execute(select(receipts).where(receipts.c.handle == handle)).mappings().first()
     if row is None:
         return None
@@ -259,20 +270,22 @@ def ranking_pool(
     min_score: float,
     kinds: Sequence[Kind],
     pool: int,
+    ttl: TtlConfig = DEFAULT_TTL,
 ) -> list[tuple[Ranked, float]]:
     """Loadable memories readable by `scope`, most relevant first, then most recent.
 
-    The statement is cached per shape (dialect, number of scopes, words or not) and
-    everything else is a bound parameter: loading runs at the start of every run,
-    and building and compiling the SQL would cost more than executing it.
+    The statement is cached per shape (dialect, number of scopes, words or not, TTL
+    configuration) and everything else is a bound parameter: loading runs at the
+    start of every run, and building and compiling the SQL would cost more than
+    executing it.
     """
     scopes = list(scope.readable() if isinstance(scope, Scope) else scope)
     if not scopes:
         return []
-    statement = _pool_statement(conn.dialect.name, len(scopes), bool(words))
+    statement = _pool_statement(conn.dialect.name, len(scopes), bool(words), ttl)
     params: dict[str, Any] = {
         "now": now,
-        "fresh_since": now - DEFAULT_TTL_SPAN,
+        **cutoff_values(now, ttl),
         "min_score": min_score,
         "kinds": [k.value for k in kinds],
         "limit": pool,
@@ -295,6 +308,7 @@ def load_pools(
     min_score: float,
     hot: tuple[Sequence[Kind], int],
     cold: tuple[Sequence[Kind], int],
+    ttl: TtlConfig = DEFAULT_TTL,
 ) -> tuple[list[tuple[Ranked, float]], list[tuple[Ranked, float]], dict[str, Any]]:
     """The hot and the cold ranking pools of a load in one round trip, and every
     pool row in full by id (for `Memory.from_row`), so the winners need no second
@@ -311,7 +325,7 @@ def load_pools(
     now = _aware(now)
     params: dict[str, Any] = {
         "now": now,
-        "fresh_since": now - DEFAULT_TTL_SPAN,
+        **cutoff_values(now, ttl),
         "min_score": min_score,
         "hot_kinds": [k.value for k in hot[0]],
         "hot_limit": hot[1],
@@ -322,9 +336,9 @@ def load_pools(
     if words:
         params["match"] = fulltext.match_text(list(words), dialect)
     if dialect == "postgresql":
-        result = _load_driver_statement(len(scopes), bool(words)).execute(conn, params)
+        result = _load_driver_statement(len(scopes), bool(words), ttl).execute(conn, params)
     else:
-        result = conn.execute(_load_statement(dialect, len(scopes), bool(words)), params)
+        result = conn.execute(_load_statement(dialect, len(scopes), bool(words), ttl), params)
     pools: tuple[list[tuple[Ranked, float]], list[tuple[Ranked, float]]] = ([], [])
     rows: dict[str, Any] = {}
     names = list(result.keys())
@@ -370,14 +384,17 @@ def _aware(value: datetime) -> datetime:
 
 
 @functools.lru_cache(maxsize=16)
-def _load_driver_statement(scopes: int, words: bool) -> DriverStatement:
-    return DriverStatement.compile(_load_statement("postgresql", scopes, words))
+def _load_driver_statement(scopes: int, words: bool, ttl: TtlConfig) -> DriverStatement:
+    return DriverStatement.compile(_load_statement("postgresql", scopes, words, ttl))
 
 
 @functools.lru_cache(maxsize=16)
-def _load_statement(dialect: str, scopes: int, words: bool) -> Any:
+def _load_statement(dialect: str, scopes: int, words: bool, ttl: TtlConfig) -> Any:
     """Both pools in one scan: number the rows within hot and within cold by rank
-    order, keep the first `hot_limit` and `cold_limit` of each."""
+    order, keep the first `hot_limit` and `cold_limit` of each.
+
+    The TTL configuration is part of the statement (fixed per process, so compiled
+    once); its cutoffs are parameters (`expiry.cutoff_values`)."""
     hot = one_of(memories.c.kind, "hot_kinds", dialect)
     # Constants as SQL literals, not parameters: the PostgreSQL statement is
     # prepared, and an untyped parameter would come back as text.
@@ -388,7 +405,7 @@ def _load_statement(dialect: str, scopes: int, words: bool) -> Any:
         _readable_params(scopes),
         memories.c.status == Status.ACTIVE.value,
         or_(memories.c.valid_to.is_(None), memories.c.valid_to > bindparam("now")),
-        memories.c.last_reinforced_at >= bindparam("fresh_since"),
+        within_ttl(ttl, cutoff_param),
         memories.c.score >= bindparam("min_score"),
         or_(hot, one_of(memories.c.kind, "cold_kinds", dialect)),
     )
@@ -415,7 +432,9 @@ def _load_statement(dialect: str, scopes: int, words: bool) -> Any:
 
 
 @functools.lru_cache(maxsize=32)
-def _pool_statement(dialect: str, scopes: int, words: bool, pool: str = "") -> Select[Any]:
+def _pool_statement(
+    dialect: str, scopes: int, words: bool, ttl: TtlConfig, pool: str = ""
+) -> Select[Any]:
     readable = _readable_params(scopes)
     light = (
         memories.c.id,
@@ -429,7 +448,7 @@ def _pool_statement(dialect: str, scopes: int, words: bool, pool: str = "") -> S
         readable,
         memories.c.status == Status.ACTIVE.value,
         or_(memories.c.valid_to.is_(None), memories.c.valid_to > bindparam("now")),
-        memories.c.last_reinforced_at >= bindparam("fresh_since"),
+        within_ttl(ttl, cutoff_param),
         memories.c.score >= bindparam("min_score"),
         memories.c.kind.in_(bindparam(f"{pool}kinds", expanding=True)),
     )
@@ -454,10 +473,11 @@ def search(
     *,
     limit: int,
     min_score: float,
+    ttl: TtlConfig = DEFAULT_TTL,
 ) -> list[tuple[Memory, float]]:
     if not words:
         return []
-    query = select(*ROW).where(readable_by(scope), loadable(now, min_score))
+    query = select(*ROW).where(readable_by(scope), loadable(now, min_score, ttl))
     query = fulltext.matching(query, list(words), conn.dialect.name)
     query = query.order_by(
         fulltext_order(), memories.c.last_reinforced_at.desc(), memories.c.id

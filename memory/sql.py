@@ -21,6 +21,7 @@ from memory.loading import Ranked
 from memory.pending import PendingWrites
 from memory.port import (
     WRITE_OPS,
+    ApplyOp,
     AuditEntry,
     AuditOp,
     HistoryOp,
@@ -48,16 +49,35 @@ class SqlBackend(MemoryBackend):
     def batch(self, ops: Sequence[Op]) -> list[Any]:
         if not any(isinstance(op, WRITE_OPS) for op in ops):
             return self._read(ops)
+        write = self._write
+        if (
+            len(ops) == 1
+            and isinstance(ops[0], ApplyOp)
+            and self.engine.dialect.name == "postgresql"
+        ):
+            write = self._apply_in_one_statement
         try:
-            return self._write(ops)
+            return write(ops)
         except exc.IntegrityError:
-            return self._write(ops)
+            return write(ops)
 
     @retrying()
     def _read(self, ops: Sequence[Op]) -> list[Any]:
         with autocommit(self.engine) as conn:  # reads need no transaction
             rows = SqlRows(conn)
             return [perform(rows, op) for op in ops]
+
+    @retrying()
+    def _apply_in_one_statement(self, ops: Sequence[Op]) -> list[Any]:
+        """One apply on PostgreSQL: its reads, then all its writes as one statement
+        (`memory.pending`), on an autocommit connection. The statement is atomic and
+        commits as it ends, so the apply stays all-or-nothing without BEGIN and COMMIT
+        round trips; the reads come before every write, in read committed as before."""
+        with autocommit(self.engine) as conn:
+            rows = SqlRows(conn, queue_updates=True)
+            results = [perform(rows, op) for op in ops]
+            rows.flush()
+            return results
 
     @retrying()
     def _write(self, ops: Sequence[Op]) -> list[Any]:
@@ -76,9 +96,12 @@ class SqlRows:
     update, or the commit (`flush`): an apply's writes cost one round trip.
     """
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, *, queue_updates: bool = False) -> None:
         self.conn = conn
         self.pending = PendingWrites()
+        # Queue direct updates too (an apply's only kind): they then travel with the
+        # other writes in one statement. Only where nothing reads an update's result.
+        self.queue_updates = queue_updates
         # The rows of the last load's pools, whole: a load's `by_ids` of its
         # winners is answered from them (see `queries.load_pools`).
         self.pooled: tuple[tuple[Scope, ...], dict[str, Any]] = ((), {})
@@ -87,14 +110,21 @@ class SqlRows:
         """Send the queued writes; the transaction's owner calls it before committing."""
         self.pending.flush(self.conn)
 
-    def active_by_key(self, scope: Scope, key: str) -> Memory | None:
+    def _before_read(self) -> None:
+        """Send the queued writes so a read sees them; in one-statement mode a read
+        after a write would commit the writes alone, so it is refused instead."""
+        if self.queue_updates and self.pending:
+            raise RuntimeError("a read after the apply's writes would split its one statement")
         self.flush()
+
+    def active_by_key(self, scope: Scope, key: str) -> Memory | None:
+        self._before_read()
         return queries.active_by_key(self.conn, scope, key)
 
     def existing(
         self, idempotency: Sequence[tuple[Scope, str]], slots: Sequence[tuple[Scope, str]]
     ) -> tuple[dict[tuple[Scope, str], Memory], dict[tuple[Scope, str], Memory]]:
-        self.flush()
+        self._before_read()
         return queries.existing(self.conn, idempotency, slots)
 
     def insert_many(self, memories: Sequence[Memory]) -> None:
@@ -106,6 +136,11 @@ class SqlRows:
     def update(
         self, memory_id: str, changes: Mapping[str, Any], *, expected_version: int | None = None
     ) -> bool:
+        if self.queue_updates:
+            if expected_version is None and self.pending.queue_update(memory_id, changes):
+                return True
+            # Run alone it would commit alone: never split an apply's writes.
+            raise RuntimeError(f"update of {memory_id} cannot join the apply's one statement")
         self.flush()
         return queries.update_memory(
             self.conn, memory_id, changes, expected_version=expected_version
@@ -118,11 +153,11 @@ class SqlRows:
         self.pending.receipts.append(receipt)
 
     def get_receipt(self, handle: str) -> WriteReceipt | None:
-        self.flush()
+        self._before_read()
         return queries.get_receipt(self.conn, handle)
 
     def pool(self, op: PoolOp) -> list[tuple[Ranked, float]]:
-        self.flush()
+        self._before_read()
         return queries.ranking_pool(
             self.conn,
             op.readable,
@@ -131,12 +166,13 @@ class SqlRows:
             min_score=op.min_score,
             kinds=op.kinds,
             pool=op.limit,
+            ttl=op.ttl,
         )
 
     def pools(
         self, hot: PoolOp, cold: PoolOp
     ) -> tuple[list[tuple[Ranked, float]], list[tuple[Ranked, float]]]:
-        self.flush()
+        self._before_read()
         hot_pool, cold_pool, rows = queries.load_pools(
             self.conn,
             hot.readable,
@@ -145,22 +181,29 @@ class SqlRows:
             min_score=hot.min_score,
             hot=(hot.kinds, hot.limit),
             cold=(cold.kinds, cold.limit),
+            ttl=hot.ttl,
         )
         self.pooled = (tuple(hot.readable), rows)
         return hot_pool, cold_pool
 
     def search(self, op: SearchOp) -> list[tuple[Memory, float]]:
-        self.flush()
+        self._before_read()
         return queries.search(
-            self.conn, op.readable, op.words, op.now, limit=op.limit, min_score=op.min_score
+            self.conn,
+            op.readable,
+            op.words,
+            op.now,
+            limit=op.limit,
+            min_score=op.min_score,
+            ttl=op.ttl,
         )
 
     def listing(self, op: ListOp) -> list[Memory]:
-        self.flush()
+        self._before_read()
         return queries.listing(self.conn, op.readable, statuses=op.statuses, limit=op.limit)
 
     def history(self, op: HistoryOp) -> list[Memory]:
-        self.flush()
+        self._before_read()
         return queries.history(self.conn, op.readable, op.key)
 
     def by_ids(self, readable: Sequence[Scope], ids: Sequence[str]) -> list[Memory]:
@@ -168,9 +211,9 @@ class SqlRows:
         if ids and tuple(readable) == pooled_for and all(i in rows for i in ids):
             # The winners of this unit's load: already read, by the same reader.
             return [queries.memory_from_pool_row(rows[i]) for i in dict.fromkeys(ids)]
-        self.flush()
+        self._before_read()
         return queries.by_ids(self.conn, readable, ids)
 
     def audit_trail(self, op: AuditOp) -> list[AuditEntry]:
-        self.flush()
+        self._before_read()
         return queries.audit_trail(self.conn, op.tenant, op.memory_id, op.limit)

@@ -11,6 +11,10 @@ SQL and in-memory backends cannot drift apart. `apply` is what the memory writer
 calls; `edit` and `review` are the operator's; everything else is a read, and
 every read is confined to the reader's scope and the layers above it — narrowed
 further, for an agent's run, by its attachment and the trigger's origin.
+
+`ttl` (per kind and layer; NIGHTSHIFT_MEMORY_TTL for the workers and the CLI) is
+applied by `load` and `search` as they read: a memory past its TTL is not loaded
+from that moment on, before maintenance marks it expired.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from sqlalchemy import Engine
 from memory import fulltext
 from memory.access import readable_scopes
 from memory.engine import open_engine
+from memory.expiry import DEFAULT_TTL, TtlConfig
 from memory.inmemory import InMemoryBackend
 from memory.loading import Loaded
 from memory.policy import AgentRules
@@ -66,7 +71,10 @@ class LoadBounds:
 
 
 class Store:
-    """Memory over a backend: SQL (PostgreSQL or SQLite) for an engine, or in memory."""
+    """Memory over a backend: SQL (PostgreSQL or SQLite) for an engine, or in memory.
+
+    `ttl` is how long an unreinforced memory stays loadable, per kind and layer.
+    """
 
     def __init__(
         self,
@@ -74,6 +82,7 @@ class Store:
         *,
         clock: Clock = utcnow,
         backend: MemoryBackend | None = None,
+        ttl: TtlConfig = DEFAULT_TTL,
     ) -> None:
         if backend is None:
             if engine is None:
@@ -82,10 +91,11 @@ class Store:
         self.engine = engine
         self.backend = backend
         self.clock = clock
+        self.ttl = ttl
 
     @classmethod
-    def in_memory(cls, *, clock: Clock = utcnow) -> Store:
-        return cls(clock=clock, backend=InMemoryBackend())
+    def in_memory(cls, *, clock: Clock = utcnow, ttl: TtlConfig = DEFAULT_TTL) -> Store:
+        return cls(clock=clock, backend=InMemoryBackend(), ttl=ttl)
 
     def create_schema(self) -> None:
         """Create the tables directly (tests, embedded use). Production uses Alembic."""
@@ -163,7 +173,15 @@ class Store:
         if not readable:
             return Loaded((), ())
         words = tuple(fulltext.terms(f"{goal} {trigger}"))
-        op = LoadOp(readable, words, self.clock(), bounds.min_score, bounds.limit, bounds.max_chars)
+        op = LoadOp(
+            readable,
+            words,
+            self.clock(),
+            bounds.min_score,
+            bounds.limit,
+            bounds.max_chars,
+            self.ttl,
+        )
         result: Loaded = self.backend.batch([op])[0]
         return result
 
@@ -178,7 +196,7 @@ class Store:
     ) -> list[tuple[Memory, float]]:
         readable = readable_scopes(scope, rules, origin=origin)
         words = tuple(fulltext.terms(query))
-        op = SearchOp(readable, words, self.clock(), LoadBounds().min_score, limit)
+        op = SearchOp(readable, words, self.clock(), LoadBounds().min_score, limit, self.ttl)
         result: list[tuple[Memory, float]] = self.backend.batch([op])[0]
         return result
 
@@ -230,8 +248,8 @@ def chain_order(versions: Sequence[Memory]) -> list[Memory]:
     return sorted(versions, key=lambda m: (m.valid_from, m.created_at, depth(m), m.id))
 
 
-def open_store(url: str, *, clock: Clock = utcnow) -> Store:
-    return Store(open_engine(url), clock=clock)
+def open_store(url: str, *, clock: Clock = utcnow, ttl: TtlConfig = DEFAULT_TTL) -> Store:
+    return Store(open_engine(url), clock=clock, ttl=ttl)
 
 
 __all__ = ["Kind", "LoadBounds", "Store", "open_store"]

@@ -67,7 +67,7 @@ class RowAccess(Protocol):
     def pools(
         self, hot: PoolOp, cold: PoolOp
     ) -> tuple[list[tuple[Ranked, float]], list[tuple[Ranked, float]]]:
-        """Two pools of the same reader, words and time, in one round trip where possible."""
+        """Two pools of the same reader, words, time and TTL, in one round trip where possible."""
         ...
 
     def search(self, op: SearchOp) -> list[tuple[Memory, float]]: ...
@@ -112,8 +112,8 @@ def perform(rows: RowAccess, op: Op) -> Any:
 def load(rows: RowAccess, op: LoadOp) -> Loaded:
     """Rank light rows of the hot and cold pools, then fetch only the winners in full."""
     hot_pool, cold_pool = rows.pools(
-        PoolOp(op.readable, op.words, op.now, op.min_score, HOT_KINDS, op.limit),
-        PoolOp(op.readable, op.words, op.now, op.min_score, COLD_KINDS, op.limit * 3),
+        PoolOp(op.readable, op.words, op.now, op.min_score, HOT_KINDS, op.limit, op.ttl),
+        PoolOp(op.readable, op.words, op.now, op.min_score, COLD_KINDS, op.limit * 3, op.ttl),
     )
     hot = bound(rank(hot_pool, op.now), op.limit, op.max_chars // 2)
     left_chars = op.max_chars - sum(len(m.content) for m in hot)

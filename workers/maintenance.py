@@ -27,7 +27,6 @@ from memory.forgetting import TextPlace, compact_fulltext, delete_where
 from memory.reinforcement import Vote
 from memory.tables import memories
 from workers.runtime import runtime_of
-from workers.settings import Settings
 from workers.tables import runs
 
 log = logging.getLogger(__name__)
@@ -64,16 +63,6 @@ class JobSummary:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def ttl_of(settings: Settings) -> TtlConfig:
-    """The TTL configuration, or TtlConfigError naming NIGHTSHIFT_MEMORY_TTL."""
-    try:
-        return TtlConfig.parse(settings.memory_ttl)
-    except expiry.TtlConfigError as error:
-        raise expiry.TtlConfigError(
-            f"NIGHTSHIFT_MEMORY_TTL={settings.memory_ttl!r}: {error}"
-        ) from None
 
 
 def tenants(engine: Engine, only: str | None = None) -> list[str]:
@@ -203,7 +192,7 @@ def _task(job: str) -> Any:
             rt.engine,
             job,
             now=utcnow(),
-            ttl=ttl_of(settings),
+            ttl=settings.ttl(),
             purge_after=timedelta(days=settings.purge_after_days),
             tenant=tenant,
             dry_run=dry_run,

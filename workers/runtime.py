@@ -30,7 +30,8 @@ class Runtime:
 
     @cached_property
     def store(self) -> Store:
-        return Store(self.engine)
+        """The store runs load from and the CLI reads with, with NIGHTSHIFT_MEMORY_TTL."""
+        return Store(self.engine, ttl=self.settings.ttl())
 
     @cached_property
     def leases(self) -> LeaseRenewer:

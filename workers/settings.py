@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memory.expiry import TtlConfig, TtlConfigError
+
 PREFIX = "NIGHTSHIFT_"
 
 
@@ -86,6 +88,17 @@ class Settings:
         ):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{PREFIX}{name.upper()} must be positive")
+        self.ttl()  # a malformed TTL fails here, when settings are read, not at first use
+
+    def ttl(self) -> TtlConfig:
+        """`memory_ttl` parsed: the TTLs loads, searches and the expire job all use.
+
+        Raises SettingsError naming NIGHTSHIFT_MEMORY_TTL when it is malformed.
+        """
+        try:
+            return TtlConfig.parse(self.memory_ttl)
+        except TtlConfigError as error:
+            raise SettingsError(f"{PREFIX}MEMORY_TTL={self.memory_ttl!r}: {error}") from None
 
     @property
     def embedded_broker(self) -> bool:

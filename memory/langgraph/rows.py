@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from sqlalchemy import Engine, and_, update
+from sqlalchemy import Engine, and_
 
-from memory import queries
+from memory import expiry, queries
 from memory.langgraph.errors import ConcurrentChange
 from memory.port import AuditEntry
 from memory.records import Scope, Status
@@ -31,10 +31,13 @@ class _Moved(Exception):
 class ItemRows:
     """Row changes for the items of one scope, written as one actor."""
 
-    def __init__(self, engine: Engine, scope: Scope, actor: str) -> None:
+    def __init__(
+        self, engine: Engine, scope: Scope, actor: str, ttl: expiry.TtlConfig = expiry.DEFAULT_TTL
+    ) -> None:
         self.engine = engine
         self.scope = scope
         self.actor = actor
+        self.ttl = ttl
 
     def set_valid_to(self, changes: Mapping[str, Mapping[str, object]]) -> None:
         """Apply `{memory_id: {"valid_to": …, ["reference": …]}}` (no version bump:
@@ -48,28 +51,17 @@ class ItemRows:
     def expire_lapsed(self, keys: Iterable[str], now: datetime) -> None:
         """Mark active rows of `keys` whose TTL ran out `expired`, before a put.
 
-        The same change the ``expire`` maintenance task makes, made early so a put
-        after expiry starts a new item instead of superseding (or, with the same
-        value, reviving) the lapsed one.
+        The same change the ``expire`` maintenance task makes (the item's TTL, or
+        nightshift's TTL since the last reinforcement), made early so a put after
+        expiry starts a new item instead of superseding (or, with the same value,
+        reviving) the lapsed one.
         """
         keys = list(keys)
         if not keys:
             return
-        statement = (
-            update(memories)
-            .where(
-                and_(
-                    queries.in_scope(self.scope),
-                    memories.c.key.in_(keys),
-                    memories.c.status == Status.ACTIVE.value,
-                    memories.c.valid_to.is_not(None),
-                    memories.c.valid_to <= now,
-                )
-            )
-            .values(status=Status.EXPIRED.value, version=memories.c.version + 1)
-        )
+        among = and_(queries.in_scope(self.scope), memories.c.key.in_(keys))
         with self.engine.begin() as conn:
-            conn.execute(statement)
+            expiry.expire(conn, now, self.ttl, tenant=self.scope.tenant, among=among)
 
     def retire(self, keys: Iterable[str], now: datetime) -> None:
         """Mark the active row of each key `expired` at `now`, version + 1, audited."""

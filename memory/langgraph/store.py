@@ -27,7 +27,7 @@ What each operation means here (the encoding is in `memory.langgraph.encoding`):
   superseded), and `memory.forgetting.forget` (person or operator) at once.
 - **get / search / list_namespaces** — read only the bound scope (never the
   layers above, never another user's), only active rows not past ``valid_to``
-  (LangGraph's ``omit_expired`` is always on). `search` without a query is
+  nor past nightshift's TTL (LangGraph's ``omit_expired`` is always on). `search` without a query is
   newest first (``updated_at`` descending, like PostgresStore); with a query it is
   ranked by nightshift's full text (PostgreSQL ``ts_rank``, SQLite FTS5 bm25;
   higher is better, the scale differs by dialect) and returns matching items only,
@@ -39,8 +39,8 @@ What each operation means here (the encoding is in `memory.langgraph.encoding`):
   to now + TTL. ``TTLConfig`` ``default_ttl`` and ``refresh_on_read`` apply;
   ``sweep_interval_minutes`` is not used: nightshift's ``expire`` maintenance task
   marks such rows expired and its purge erases them. Nightshift's own retention
-  (unreinforced memories expire after their TTL, 90 days by default) applies to
-  adapter items as to any memory.
+  (unreinforced memories expire after their TTL, 90 days by default; the
+  `Store`'s ``ttl``) applies to adapter items as to any memory, on reads at once.
 
 Bounds. Filters are evaluated in Python over the newest `scan_limit` active rows
 of the scope (the port has no JSON or key-prefix push-down yet). Because the scan
@@ -74,6 +74,7 @@ from sqlalchemy import Engine
 
 from memory import fulltext
 from memory import port as memory_port
+from memory.expiry import TtlConfig, is_expired
 from memory.langgraph import encoding, matching
 from memory.langgraph.encoding import ItemPath, validate_put_namespace
 from memory.langgraph.errors import PutRefused, Refusal, ScanBoundExceeded
@@ -139,7 +140,7 @@ class NightshiftStore(BaseStore):
         self.rules_for = rules_for
         self.ttl_config = ttl
         self.scan_limit = scan_limit
-        self.rows = ItemRows(store.engine, scope, actor)
+        self.rows = ItemRows(store.engine, scope, actor, store.ttl)
 
     # -- the port LangGraph builds everything on ------------------------------
 
@@ -190,7 +191,11 @@ class NightshiftStore(BaseStore):
                     memory_port.HistoryOp(mine, encoding.memory_key(op.namespace, op.key))
                 )
             elif isinstance(op, SearchOp) and _words(op):
-                port_ops.append(memory_port.SearchOp(mine, _words(op), now, 0.0, self.scan_limit))
+                port_ops.append(
+                    memory_port.SearchOp(
+                        mine, _words(op), now, 0.0, self.scan_limit, self.store.ttl
+                    )
+                )
         needs_scan = any(
             isinstance(op, ListNamespacesOp) or (isinstance(op, SearchOp) and not _words(op))
             for _, op in reads
@@ -217,7 +222,7 @@ class NightshiftStore(BaseStore):
     def _get(
         self, history: list[Memory], now: datetime, refresh_ttl: bool, refresh: dict[str, datetime]
     ) -> Item | None:
-        current = _current(history, now)
+        current = _current(history, now, self.store.ttl)
         if current is None:
             return None
         memory, path = current
@@ -236,7 +241,7 @@ class NightshiftStore(BaseStore):
     ) -> list[tuple[Memory, ItemPath, float | None]]:
         matched = []
         for memory, score in rows:
-            path = _item_path(memory, now)
+            path = _item_path(memory, now, self.store.ttl)
             if path is None or not matching.in_prefix(path.namespace, op.namespace_prefix):
                 continue
             if matching.matches_filter(encoding.decode_value(memory.content), op.filter):
@@ -293,7 +298,8 @@ class NightshiftStore(BaseStore):
                 f"list_namespaces in scope {self.scope} needs every item but the scan "
                 f"stopped at scan_limit={self.scan_limit}; raise scan_limit"
             )
-        found = {p.namespace for p in (_item_path(m, now) for m in scan) if p is not None}
+        live = (_item_path(m, now, self.store.ttl) for m in scan)
+        found = {p.namespace for p in live if p is not None}
         conditions = [(c.match_type, c.path) for c in op.match_conditions or ()]
         return matching.list_namespaces(
             found, conditions, max_depth=op.max_depth, limit=op.limit, offset=op.offset
@@ -377,17 +383,19 @@ def _words(op: SearchOp) -> tuple[str, ...]:
     return tuple(fulltext.terms(op.query)) if op.query else ()
 
 
-def _item_path(memory: Memory, now: datetime) -> ItemPath | None:
-    """The item a row holds, if it is a live adapter item."""
+def _item_path(memory: Memory, now: datetime, ttl: TtlConfig) -> ItemPath | None:
+    """The item a row holds, if it is a live adapter item (active, not expired)."""
     if memory.status is not Status.ACTIVE or not encoding.is_item_key(memory.key):
         return None
-    if memory.valid_to is not None and memory.valid_to <= now:
+    if is_expired(memory, now, ttl):
         return None
     return encoding.parse_reference(memory.reference)
 
 
-def _current(history: Sequence[Memory], now: datetime) -> tuple[Memory, ItemPath] | None:
-    live = [(m, p) for m in history if (p := _item_path(m, now)) is not None]
+def _current(
+    history: Sequence[Memory], now: datetime, ttl: TtlConfig
+) -> tuple[Memory, ItemPath] | None:
+    live = [(m, p) for m in history if (p := _item_path(m, now, ttl)) is not None]
     return max(live, key=lambda pair: pair[0].valid_from) if live else None
 
 
