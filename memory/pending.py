@@ -15,10 +15,12 @@ committed with it or not at all.
 
 from __future__ import annotations
 
+import enum
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -36,9 +38,25 @@ class PendingWrites:
     successors: list[tuple[str, str, datetime]] = field(default_factory=list)
     audit: list[AuditEntry] = field(default_factory=list)
     receipts: list[WriteReceipt] = field(default_factory=list)
+    # Direct changes to existing rows, by id (see `queue_update`).
+    updates: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.memories or self.successors or self.audit or self.receipts)
+        return bool(self.memories or self.successors or self.audit or self.receipts or self.updates)
+
+    def queue_update(self, memory_id: str, changes: Mapping[str, Any]) -> bool:
+        """Queue `changes` (Memory field names) to an existing row, if they can be: every
+        value set (the statement keeps a column whose value is missing) and the row not
+        also queued for supersession (one statement must not write a row twice). False
+        when the caller must run the update itself."""
+        if (
+            not changes.keys() <= _UPDATABLE
+            or any(v is None for v in changes.values())
+            or any(old == memory_id for old, _, _ in self.successors)
+        ):
+            return False
+        self.updates[memory_id] = {**self.updates.get(memory_id, {}), **changes}
+        return True
 
     def flush(self, conn: Connection) -> None:
         """Send everything queued, in order of dependence, and forget it."""
@@ -47,6 +65,8 @@ class PendingWrites:
         if conn.dialect.name == "postgresql":
             _flush_postgres(conn, self)
         else:
+            for memory_id, changes in self.updates.items():
+                queries.update_memory(conn, memory_id, changes)
             queries.insert_memories(conn, self.memories)
             by_time: dict[datetime, dict[str, str]] = {}
             for old_id, new_id, at in self.successors:
@@ -57,6 +77,7 @@ class PendingWrites:
             for receipt in self.receipts:
                 queries.save_receipt(conn, receipt)
         self.memories, self.successors, self.audit, self.receipts = [], [], [], []
+        self.updates = {}
 
 
 _MEMORY_COLUMNS = (
@@ -117,10 +138,28 @@ def _rows(table: str, columns: Sequence[tuple[str, str]]) -> str:
     return f"({names}) SELECT {values} FROM json_to_recordset(%({table})s::json) AS r({types})"
 
 
+_UPDATE_COLUMNS = (
+    ("id", "varchar"),
+    ("content", "text"),
+    ("content_hash", "varchar"),
+    ("kind", "varchar"),
+    ("status", "varchar"),
+    ("version", "int4"),
+    ("valid_to", "timestamptz"),
+    ("superseded_at", "timestamptz"),
+    ("superseded_by_id", "varchar"),
+)
+"""The columns an apply changes on an existing row (a retry's new text, its supersession)."""
+_KEEP = ", ".join(f"{name} = coalesce(u.{name}, m.{name})" for name, _ in _UPDATE_COLUMNS[1:])
+
 WRITE_ALL = f"""
-WITH new_memories AS (
+WITH updated AS (
+    UPDATE ns_memories AS m SET {_KEEP}
+    FROM json_to_recordset(%(updates)s::json)
+        AS u({", ".join(f"{name} {kind}" for name, kind in _UPDATE_COLUMNS)})
+    WHERE m.id = u.id
+), new_memories AS (
     INSERT INTO ns_memories {_rows("memories", _MEMORY_COLUMNS)}
-    RETURNING 1
 ), superseded AS (
     UPDATE ns_memories AS m
     SET status = 'superseded', superseded_at = s.at, valid_to = s.at,
@@ -128,20 +167,17 @@ WITH new_memories AS (
     FROM unnest(%(old_ids)s::varchar[], %(new_ids)s::varchar[], %(at)s::timestamptz[])
         AS s(old_id, new_id, at)
     WHERE m.id = s.old_id
-    RETURNING 1
 ), audited AS (
     INSERT INTO ns_audit {_rows("audit", _AUDIT_COLUMNS)}
-    RETURNING 1
-), receipted AS (
-    INSERT INTO ns_write_receipts {_rows("receipts", _RECEIPT_COLUMNS)}
-    RETURNING 1
 )
-SELECT (SELECT count(*) FROM new_memories), (SELECT count(*) FROM superseded)
+INSERT INTO ns_write_receipts {_rows("receipts", _RECEIPT_COLUMNS)}
 """
 """All of a transaction's queued writes as one statement. The CTEs touch different
 rows (new rows are linked to their predecessors before they are inserted; the
 UPDATE only reaches rows that existed before the statement), so running them
-against one snapshot is what the separate statements did.
+against one snapshot is what the separate statements did. A data-modifying CTE
+runs to completion whether or not anything reads it, so none returns rows and the
+statement has no result set (nothing to describe, copy or build metadata for).
 
 The rows travel as one JSON text per table rather than as bound values: psycopg2
 interpolates parameters into the statement, and PostgreSQL then plans every
@@ -154,6 +190,8 @@ hash-join a scan of the whole table)."""
 
 
 def _flush_postgres(conn: Connection, pending: PendingWrites) -> None:
+    if pending.updates and any(old in pending.updates for old, _, _ in pending.successors):
+        raise ValueError("a row queued for an update and a supersession at once")
     iso = _IsoTimes()
     tables = {
         "memories": [_memory_row(m, iso) for m in pending.memories],
@@ -179,6 +217,7 @@ def _flush_postgres(conn: Connection, pending: PendingWrites) -> None:
             for r in pending.receipts
         ],
     }
+    tables["updates"] = [_update_row(i, changes, iso) for i, changes in pending.updates.items()]
     params: dict[str, object] = {name: json.dumps(rows) for name, rows in tables.items()}
     params.update(
         {
@@ -241,6 +280,23 @@ def _memory_row(m: Memory, iso: _IsoTimes) -> dict[str, object]:
         "last_reinforced_at": iso(m.last_reinforced_at),
         "last_used_at": iso(m.last_used_at),
     }
+
+
+def _update_row(memory_id: str, changes: Mapping[str, Any], iso: _IsoTimes) -> dict[str, object]:
+    """Queued changes as a row of `_UPDATE_COLUMNS` (absent: kept as they are)."""
+    row: dict[str, object] = {"id": memory_id}
+    for name, value in changes.items():
+        row[name] = iso(value) if isinstance(value, datetime) else _db(value)
+    if "content" in changes:
+        row["content_hash"] = content_hash(changes["content"])
+    return row
+
+
+_UPDATABLE = frozenset(name for name, _ in _UPDATE_COLUMNS) - {"id", "content_hash"}
+
+
+def _db(value: Any) -> Any:
+    return value.value if isinstance(value, enum.Enum) else value
 
 
 def _utc(value: datetime | None) -> datetime | None:

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
 from memory.phrasing import looks_like_instruction, looks_like_plan
-from memory.records import Candidate, Kind, Layer, Source
+from memory.records import Candidate, Kind, Layer, Provenance, Source
 from memory.secrets import find_secrets
 
 
@@ -167,12 +168,32 @@ def _stored_texts(c: Candidate) -> Iterator[tuple[str, str]]:
     yield "idempotency_key", c.idempotency_key
     yield "evidence", c.evidence
     yield "subagent_state", c.subagent_state
-    for f in dataclasses.fields(c.provenance):
-        value = getattr(c.provenance, f.name)
+    for name in _PROVENANCE_FIELDS:
+        value = getattr(c.provenance, name)
         if isinstance(value, str):
-            yield f"provenance.{f.name}", value
+            yield f"provenance.{name}", value
     for text in _meta_texts(c.meta):
         yield "meta", text
+
+
+_PROVENANCE_FIELDS = tuple(f.name for f in dataclasses.fields(Provenance))
+_PROVENANCE_VALUES = operator.attrgetter(*_PROVENANCE_FIELDS)
+
+
+def _all_stored_text(c: Candidate) -> str:
+    """The texts of `_stored_texts`, in its order, joined by `_FIELD_BREAK`: built
+    without the names, for the scan every candidate gets."""
+    texts = [
+        c.content,
+        c.key,
+        c.idempotency_key,
+        c.evidence,
+        c.subagent_state,
+        *[v for v in _PROVENANCE_VALUES(c.provenance) if isinstance(v, str)],
+    ]
+    if c.meta:
+        texts.extend(_meta_texts(c.meta))
+    return _FIELD_BREAK.join(filter(None, texts))
 
 
 def _meta_texts(meta: Mapping[str, object]) -> Iterator[str]:
@@ -202,12 +223,12 @@ _FIELD_BREAK = "\n\x00\n"
 
 
 def _secret(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | None:
-    texts = [(name, text) for name, text in _stored_texts(c) if text]
     # One scan of everything (the common case: nothing found); only a finding
     # rescans field by field to name where it was.
-    joined = find_secrets(_FIELD_BREAK.join(text for _, text in texts))
+    joined = find_secrets(_all_stored_text(c))
     if not joined:
         return None
+    texts = [(name, text) for name, text in _stored_texts(c) if text]
     kinds: dict[str, None] = {}
     fields: dict[str, None] = {}
     for name, text in texts:

@@ -161,3 +161,80 @@ def test_a_load_survives_a_session_that_already_holds_its_prepared_statement(
     with autocommit(pg_engine) as conn:  # as if a pooler handed us a session prepared by another
         conn.connection.info["ns_prepared"].clear()
     assert pg_store.load(ANA, goal="renewal") == first
+
+
+@pytest.mark.parametrize("retry_first", [True, False], ids=["retry-then-slot", "slot-then-retry"])
+def test_a_row_retried_and_superseded_in_one_batch_is_written_once(
+    store: Store, retry_first: bool
+) -> None:
+    """One batch both replaces a stored row's text (a retry of its idempotency key) and
+    supersedes it (a new value for its slot): both changes land, in one update."""
+    first = Candidate(
+        scope=ANA,
+        kind=Kind.FACT,
+        content="plan: v1",
+        key="plan",
+        idempotency_key="k1",
+        provenance=Provenance(Source.OBSERVED, reference="feed#1", task_id="run-1"),
+    )
+    store.apply([first], handle="h0", actor="w")
+    retry = first.replace(content="plan: v1 (corrected)")
+    successor = first.replace(content="plan: v2", idempotency_key="k2")
+    batch = [retry, successor] if retry_first else [successor, retry]
+    receipt = store.apply(batch, handle="h1", actor="w")
+    outcomes = {d.outcome for d in receipt.decisions}
+    assert outcomes == {Outcome.REPLACED, Outcome.SUPERSEDED}
+    old, new = store.history(ANA, "plan")
+    assert old.content == "plan: v1 (corrected)"
+    assert (old.status.value, old.superseded_by_id, new.supersedes_id) == (
+        "superseded",
+        new.id,
+        old.id,
+    )
+    assert old.version == 3  # one bump for each change
+    assert [m.id for m in store.search(ANA, "corrected")] == []  # superseded: not loadable
+    assert [m.content for m, _ in store.search(ANA, "v2")] == ["plan: v2"]
+
+
+def test_a_batch_over_several_scopes_finds_each_scope_s_rows(engine: Engine, store: Store) -> None:
+    other = Scope("acme", "bob", "triage")
+    tenant = Scope("acme")
+    batch = [
+        candidate("ana's plan v1", key="plan"),
+        candidate("note for ana"),
+        Candidate(other, Kind.FACT, "bob's plan v1", Provenance(Source.OBSERVED), key="plan"),
+        Candidate(tenant, Kind.FACT, "house rule", Provenance(Source.OPERATOR), key="rule"),
+    ]
+    store.apply(batch, handle="h0", actor="w")
+    again = store.apply(batch, handle="h1", actor="w")
+    assert [d.outcome for d in again.decisions] == [Outcome.DUPLICATE] * 4
+    later = [
+        candidate("ana's plan v2", key="plan", task="run-2"),
+        Candidate(
+            other,
+            Kind.FACT,
+            "bob's plan v2",
+            Provenance(Source.OBSERVED, task_id="run-2"),
+            key="plan",
+        ),
+    ]
+    with Statements() as statements:
+        receipt = store.apply(later, handle="h2", actor="w")
+    assert [d.outcome for d in receipt.decisions] == [Outcome.SUPERSEDED] * 2
+    assert [m.content for m in store.history(ANA, "plan")] == ["ana's plan v1", "ana's plan v2"]
+    assert [m.content for m in store.history(other, "plan")] == ["bob's plan v1", "bob's plan v2"]
+    if engine.dialect.name == "postgresql":
+        assert statements.seen == ["SELECT", "SELECT", "WITH"]
+
+
+def test_an_apply_that_fails_on_postgresql_leaves_nothing_behind(pg_store: Store) -> None:
+    """The apply's writes are one autocommit statement: a failure anywhere in it (here a
+    run id longer than its column) undoes the queued update of an earlier row too."""
+    first = candidate("plan: v1", key="plan")
+    pg_store.apply([first], handle="h0", actor="w")
+    too_long = Candidate(ANA, Kind.FACT, "fine text", Provenance(Source.OBSERVED, run_id="r" * 300))
+    with pytest.raises(Exception, match="too long"):
+        pg_store.apply([first.replace(content="plan: v1 edited"), too_long], handle="h1", actor="w")
+    assert [m.content for m in pg_store.show(ANA, all_statuses=True)] == ["plan: v1"]
+    assert pg_store.receipt("h1") is None
+    assert len(pg_store.audit("acme")) == 1
