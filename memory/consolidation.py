@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -62,7 +63,8 @@ from memory.maintenance_tables import maintenance_passes, memory_links
 from memory.records import SOURCE_CONFIDENCE, Kind, Status, content_hash
 from memory.tables import Timestamp, audit, memories
 
-PLAN_AHEAD = True  # plan the next tenant while the previous one is applied (PostgreSQL)
+PLAN_AHEAD = True  # plan the next tenants while the previous one is applied (PostgreSQL)
+PLANS_AHEAD = 32  # plans ready or being made at most, while one is applied
 
 __all__ = [
     "COMPACT_AFTER",
@@ -114,8 +116,8 @@ def consolidate(
     """Plan every tenant (or one) against one snapshot, then apply tenant by tenant.
 
     Planning reads the table in a few whole-table passes, in tenant order, however
-    many tenants there are (on PostgreSQL one tenant ahead of the applying, in a
-    thread); each tenant's plan is applied in its own transaction, retried whole
+    many tenants there are (on PostgreSQL ahead of the applying, in a thread);
+    each tenant's plan is applied in its own transaction, retried whole
     on a deadlock or serialization failure (applying by id against fresh rows is
     safe at any time, so the plan is not re-made). Hot summaries are rebuilt
     once at the end, in one statement. Returns each tenant's plan and report
@@ -140,11 +142,12 @@ def _planned(
 ) -> Generator[Plan, None, None]:
     """Each tenant's plan, all from one snapshot.
 
-    On PostgreSQL the planner runs one tenant ahead in a thread while the caller
-    applies the previous plan: planning is mostly Python work here and applying is
-    mostly the database's, so the two overlap instead of adding up. The snapshot
-    stays open meanwhile, which is safe because applying works by id against fresh
-    rows. SQLite (one writer, and a long read would hold its WAL) plans first.
+    On PostgreSQL the planner runs up to PLANS_AHEAD tenants ahead in a thread
+    while the caller applies the previous plan: planning is mostly Python work here
+    and applying is mostly the database's, so the two overlap instead of adding up
+    (memory holds at most PLANS_AHEAD tenants' plans). The snapshot stays open
+    meanwhile, which is safe because applying works by id against fresh rows.
+    SQLite (one writer, and a long read would hold its WAL) plans first.
     """
     if not (ahead and PLAN_AHEAD) or engine.dialect.name != "postgresql":
         with snapshot(engine) as conn:
@@ -160,10 +163,17 @@ def _planned(
         def following() -> Plan | None:
             return next(plans, None)
 
-        pending: Future[Plan | None] = planner.submit(following)
-        while (planned := pending.result()) is not None:
-            pending = planner.submit(following)
-            yield planned
+        # One worker runs these in order. Queued ahead, the planner builds a lead
+        # while applying is slower, and spends it when the sort of its next range
+        # of tenants holds it up (see iter_plans), so applying does not wait.
+        pending = deque(planner.submit(following) for _ in range(PLANS_AHEAD))
+        try:
+            while (planned := pending.popleft().result()) is not None:
+                pending.append(planner.submit(following))
+                yield planned
+        finally:  # on an error or an early close, plan no further
+            for queued in pending:
+                queued.cancel()
 
 
 @retrying()

@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from itertools import groupby
+from itertools import chain, groupby
 from operator import attrgetter, itemgetter
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, Engine, and_, case, func, null, select
 
 from memory import near_duplicates
 from memory.maintenance_tables import memory_links
@@ -34,6 +34,7 @@ SUMMARY_LINE_CHARS = 200
 SUMMARY_MAX_CHARS = 4000
 NEAR_DUP_KINDS = (Kind.FACT, Kind.PREFERENCE, Kind.INSTRUCTION, Kind.EPISODE)
 PLAN_WORK_MEM = "128MB"
+FIRST_RANGES = (0.04, 0.15, 0.4)  # share of the rows (cumulative) in the first tenant ranges
 
 
 class InvariantViolation(RuntimeError):
@@ -160,9 +161,13 @@ def iter_plans(
 ) -> Iterator[Plan]:
     """Decide what to merge and compact, tenant by tenant, in a few whole-table passes.
 
-    Exact duplicates come from one query; near-duplicates and old episodes stream
-    in tenant order side by side, so each tenant's plan is ready as soon as both
-    streams have passed it, and memory stays bounded by one tenant's rows.
+    Same-key races come from one small query; duplicates (same content, then near
+    text) and old episodes stream in tenant order side by side, so each tenant's
+    plan is ready as soon as both streams have passed it, and memory stays bounded
+    by one tenant's rows. The streams read the tenants in a few ranges, the first
+    ones small (`_tenant_ranges`): the database sorts a range before it sends its
+    first row, so the first plan waits for the sort of a few percent of the rows,
+    not of all of them, and the later sorts overlap with applying earlier plans.
     """
     live = [memories.c.status == Status.ACTIVE.value]
     if tenant is not None:
@@ -172,17 +177,49 @@ def iter_plans(
             select(memories.c.tenant, func.count()).where(*live).group_by(memories.c.tenant)
         ).all()
     )
-    exact: dict[str, list[Merge]] = {}
-    for name, merge in _exact_duplicates(conn, live):
-        exact.setdefault(name, []).append(merge)
-    exact_taken = {i for ms in exact.values() for m in ms for i in (m.source_id, m.target_id)}
-    near = _ByTenant(_near_duplicates(conn, live, similarity, exact_taken))
-    episodes = _ByTenant(_old_episodes(conn, live, now - compact_after))
+    same_key: dict[str, list[Merge]] = {}
+    for name, merge in _same_key(conn, live):
+        same_key.setdefault(name, []).append(merge)
+    keyed_losers = {m.source_id for ms in same_key.values() for m in ms}
+    keyed = keyed_losers | {m.target_id for ms in same_key.values() for m in ms}
+    b = _bytewise(conn)
+    ranges = [
+        [*live, b(memories.c.tenant) >= lo, b(memories.c.tenant) <= hi]
+        for lo, hi in _tenant_ranges(active)
+    ]
+    # chain() opens each range's query only when the previous range is used up.
+    duplicates = _ByTenant(
+        chain.from_iterable(_duplicates(conn, r, similarity, keyed, keyed_losers) for r in ranges)
+    )
+    episodes = _ByTenant(
+        chain.from_iterable(_old_episodes(conn, r, now - compact_after) for r in ranges)
+    )
     for name in sorted(active):
-        merges = exact.get(name, []) + near.take(name)
+        merges = same_key.get(name, []) + duplicates.take(name)
         taken = {i for m in merges for i in (m.source_id, m.target_id)}
         compactions = _compactions(episodes.take(name), min_episodes, taken)
         yield Plan(name, now, int(active[name]), tuple(merges), tuple(compactions)).check()
+
+
+def _tenant_ranges(active: dict[str, int]) -> list[tuple[str, str]]:
+    """Consecutive ranges (first, last) of the tenants in order, the first ones holding
+    about FIRST_RANGES of the active rows (cumulative) and the last one the rest.
+
+    A fixed number of ranges, so the whole-table scans stay a constant few and the
+    cost stays linear in the rows; the first range small, so planning starts soon.
+    """
+    names = sorted(active)
+    total = sum(active.values())
+    bounds = [total * share for share in FIRST_RANGES]
+    out: list[tuple[str, str]] = []
+    start, seen = 0, 0
+    for i, name in enumerate(names[:-1]):
+        seen += active[name]
+        if bounds and seen >= bounds[0]:
+            out.append((names[start], name))
+            start = i + 1
+            bounds = [bound for bound in bounds if bound > seen]
+    return [*out, (names[start], names[-1])] if names else []
 
 
 class _ByTenant:
@@ -202,69 +239,56 @@ class _ByTenant:
         return head[1]
 
 
-def _exact_duplicates(conn: Connection, live: list[Any]) -> list[tuple[str, Merge]]:
-    """Same key (newest wins) and same normalised content (most trusted, then oldest, wins)."""
+def _same_key(conn: Connection, live: list[Any]) -> list[tuple[str, Merge]]:
+    """Active rows that share a scope and key: the newest wins (only a race makes these,
+    so the window runs over the few keyed rows, not the table)."""
     c = memories.c
     b = _bytewise(conn)
-    scope = (b(c.tenant), b(c.user_id), b(c.agent_id))
     by_key = (
         select(
             c.id,
             c.tenant,
             c.version,
             func.first_value(c.id)
-            .over(partition_by=(*scope, b(c.key)), order_by=(c.created_at.desc(), b(c.id).desc()))
+            .over(
+                partition_by=(b(c.tenant), b(c.user_id), b(c.agent_id), b(c.key)),
+                order_by=(c.created_at.desc(), b(c.id).desc()),
+            )
             .label("target"),
         )
         .where(*live, c.key != "")
         .subquery()
     )
-    out = [
+    return [
         (r.tenant, Merge(r.id, r.target, "same-key", r.version))
         for r in conn.execute(select(by_key).where(by_key.c.id != by_key.c.target))
     ]
-    keyed_losers = {m.source_id for _, m in out}
-    keyed = keyed_losers | {m.target_id for _, m in out}
-    by_content = (
-        select(
-            c.id,
-            c.tenant,
-            c.version,
-            func.first_value(c.id)
-            .over(
-                partition_by=(*scope, b(c.kind), b(c.content_hash)),
-                order_by=(c.confidence.desc(), c.created_at, b(c.id)),
-            )
-            .label("target"),
-        )
-        .where(*live)
-        .subquery()
-    )
-    for r in conn.execute(select(by_content).where(by_content.c.id != by_content.c.target)):
-        if r.id in keyed or r.target in keyed_losers:
-            continue
-        out.append((r.tenant, Merge(r.id, r.target, "same-content", r.version)))
-    return out
 
 
-def _near_duplicates(
-    conn: Connection, live: list[Any], bar: float, taken: set[str]
+def _duplicates(
+    conn: Connection, live: list[Any], bar: float, keyed: set[str], keyed_losers: set[str]
 ) -> Iterator[tuple[str, list[Merge]]]:
-    """Texts whose word sets overlap by at least `bar` (Jaccard), within a scope and kind.
+    """Same normalised content, then near-duplicate text, within a scope and kind.
 
-    Rows stream in scope order and each (scope, kind) group is clustered on its
-    own (`near_duplicates.groups`: locality-sensitive hashing, then an exact check
-    of each candidate pair), so memory stays bounded by the largest group and the
-    cost grows with the number of memories, not with its square. Yields each
-    tenant's merges as the stream passes it.
+    One sorted pass over the active rows: within a (scope, kind) group rows arrive
+    in survivor order (most trusted, then oldest), so the first row with a content
+    hash absorbs the later ones, and the rows left are clustered for near-duplicates
+    (`near_duplicates.groups`: locality-sensitive hashing, then an exact check of
+    each candidate pair: Jaccard of the word sets at least `bar`). Memory stays
+    bounded by the largest group and the cost grows with the number of memories,
+    not with its square. Rows in `keyed` (same-key merges) are neither absorbed by
+    content nor near-duplicates, and nothing merges into a row in `keyed_losers`.
+    Yields each tenant's merges (same-content first) as the stream passes it.
     """
     c = memories.c
     b = _bytewise(conn)
-    # Within a group, rows arrive in survivor order (most trusted, then oldest), so
-    # the database's one sort both groups and ranks them and no timestamps are sent.
+    # Text is only needed (and only sent) for the rows the near-duplicate search reads;
+    # the others get NULL (content itself is never NULL).
+    near_kinds = {k.value for k in NEAR_DUP_KINDS}
+    text = case((and_(c.key == "", c.kind.in_(near_kinds)), c.content), else_=null())
     query = (
-        select(c.tenant, c.user_id, c.agent_id, c.kind, c.id, c.content, c.version)
-        .where(*live, c.key == "", c.kind.in_([k.value for k in NEAR_DUP_KINDS]))
+        select(c.tenant, c.user_id, c.agent_id, c.kind, c.id, text, c.version, c.content_hash)
+        .where(*live)
         .order_by(
             *map(b, (c.tenant, c.user_id, c.agent_id, c.kind)),
             c.confidence.desc(),
@@ -274,12 +298,24 @@ def _near_duplicates(
     )
     streamed = conn.execute(query.execution_options(stream_results=True, yield_per=10_000))
     for tenant, of_tenant in groupby(streamed, key=itemgetter(0)):
-        out: list[Merge] = []
-        for _, group in groupby(of_tenant, key=itemgetter(1, 2, 3)):
-            rows = [r for r in group if r[4] not in taken]
-            if len(rows) > 1:
-                out += _near_in_group(rows, bar)
-        yield tenant, out
+        same: list[Merge] = []
+        near: list[Merge] = []
+        for (_, _, kind), group in groupby(of_tenant, key=itemgetter(1, 2, 3)):
+            rows = list(group)
+            if len(rows) < 2:
+                continue
+            first: dict[str, str] = {}  # content hash -> the row that absorbs its later twins
+            taken: set[str] = set()
+            for r in rows:
+                target = first.setdefault(r[7], r[4])
+                if target != r[4] and r[4] not in keyed and target not in keyed_losers:
+                    same.append(Merge(r[4], target, "same-content", r[6]))
+                    taken.update((r[4], target))
+            if kind in near_kinds:  # keyed rows have no text here: they are never near
+                left = [r for r in rows if r[5] is not None and r[4] not in taken]
+                if len(left) > 1:
+                    near += _near_in_group(left, bar)
+        yield tenant, same + near
 
 
 def _bytewise(conn: Connection) -> Callable[[Any], Any]:

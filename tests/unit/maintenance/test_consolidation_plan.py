@@ -13,6 +13,7 @@ from memory.consolidation import (
     Plan,
     summary_text,
 )
+from memory.consolidation_plan import FIRST_RANGES, _tenant_ranges
 from memory.forgetting import ForgetReport, ReportArithmeticError, Selector, SelectorKind
 from memory.near_duplicates import clusters, groups, sketch
 from memory.records import Scope
@@ -99,3 +100,20 @@ def test_a_report_that_does_not_add_up_is_never_returned() -> None:
         ForgetReport(
             "t", {}, scanned=0, skipped=0, deleted=0, failed=0, remaining=2, exhaustive=False
         ).check()
+
+
+def test_tenant_ranges_cover_every_tenant_once_in_order_the_first_ones_small() -> None:
+    active = {f"t{i:02}": 100 for i in range(100)}
+    ranges = _tenant_ranges(active)
+    names = sorted(active)
+    covered = [n for lo, hi in ranges for n in names if lo <= n <= hi]
+    assert covered == names  # consecutive, disjoint, nothing left out
+    sizes = [sum(active[n] for n in names if lo <= n <= hi) for lo, hi in ranges]
+    shares = [sum(sizes[: i + 1]) / sum(sizes) for i in range(len(sizes))]
+    assert len(ranges) == len(FIRST_RANGES) + 1
+    assert all(got >= want for got, want in zip(shares, FIRST_RANGES, strict=False))
+    assert sizes[0] < sizes[-1]
+    assert _tenant_ranges({}) == []
+    assert _tenant_ranges({"solo": 10}) == [("solo", "solo")]
+    # A tenant larger than a range's share is a range of its own, never split.
+    assert _tenant_ranges({"a": 1000, "b": 1}) == [("a", "a"), ("b", "b")]
