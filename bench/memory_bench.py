@@ -178,6 +178,7 @@ def bulk_load(url: str, count: int, scopes: int) -> None:
         for index in indexes:
             index.create(conn)
         fulltext.create_stored_vector(conn)
+        fulltext.index_active_only(conn)
     print(
         f"  loaded {count} memories: COPY {copied:.0f}s, indexes {time.perf_counter() - started - copied:.0f}s"
     )

@@ -99,6 +99,17 @@ POSTGRES_VECTOR_DDL = (
 )
 """Revision 0002_memory: the stored vector, its trigger, and the GIN index moved onto it."""
 
+POSTGRES_ACTIVE_INDEX = (
+    "DROP INDEX IF EXISTS ix_ns_memories_fts",
+    "CREATE INDEX ix_ns_memories_fts ON ns_memories USING gin (search_vector) "
+    "WHERE status = 'active'",
+)
+"""Revision 0007_fts_active_only: only active rows are searched, so only they are
+indexed. A row leaving `active` (superseded, merged, expired) is written as a new
+row version, which then gets no GIN entries: the index was the dearest part of
+expiry, supersession and consolidation. Searches name `status = 'active'` as a
+literal (psycopg2 sends values inline), so the planner can use the partial index."""
+
 FULLTEXT_TABLES = frozenset(
     {
         "ns_memories_fts",
@@ -118,6 +129,13 @@ def create_stored_vector(conn: Connection) -> None:
     """PostgreSQL only: fill `search_vector` by trigger and index it (a no-op on SQLite)."""
     if _is_postgres(conn):
         for statement in POSTGRES_VECTOR_DDL:
+            conn.exec_driver_sql(statement)
+
+
+def index_active_only(conn: Connection) -> None:
+    """PostgreSQL only: the GIN index over active rows alone (a no-op on SQLite)."""
+    if _is_postgres(conn):
+        for statement in POSTGRES_ACTIVE_INDEX:
             conn.exec_driver_sql(statement)
 
 
@@ -198,6 +216,7 @@ def _is_postgres(conn: Connection) -> bool:
 def _after_create(target: object, conn: Connection, **kw: object) -> None:
     create(conn)
     create_stored_vector(conn)
+    index_active_only(conn)
 
 
 event.listen(metadata, "after_create", _after_create)

@@ -38,4 +38,10 @@ def test_upgrade_twice_is_harmless_and_creates_full_text(empty_database_url: str
     else:
         indexes = {i["name"] for i in inspect(engine).get_indexes("ns_memories")}
         assert "ix_ns_memories_fts" in indexes
+        with engine.connect() as conn:
+            definition = conn.exec_driver_sql(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_ns_memories_fts'"
+            ).scalar_one()
+        # Only active rows are searched; rows leaving `active` get no GIN entries.
+        assert "USING gin (search_vector) WHERE ((status)::text = 'active'::text)" in definition
     engine.dispose()
