@@ -94,11 +94,14 @@ def candidates(count: int, scopes: int, batch: int = 50, seed: int = 7) -> list[
 def rows(count: int, scopes: int, seed: int = 11) -> Iterator[tuple[object, ...]]:
     """`count` memory rows spread evenly over `scopes` scopes, in COLUMNS order."""
     rng = random.Random(seed)
-    start = datetime(2026, 1, 1, tzinfo=UTC)
+    # Spread evenly over the 500,000 minutes (~347 days) up to today, so about a
+    # quarter of every scope is within the default 90-day TTL, whatever the size and
+    # whatever day the bench runs on.
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     for n in range(count):
         scope = scope_of(n % scopes)
         content = sentence(rng)
-        at = start + timedelta(minutes=n % 500_000)
+        at = today - timedelta(minutes=500_000 * (count - n) // count)
         yield (
             str(uuid.UUID(int=rng.getrandbits(128))),
             scope.tenant,
