@@ -13,6 +13,7 @@ parsed as query syntax.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -24,6 +25,7 @@ from sqlalchemy import (
     column,
     event,
     func,
+    literal_column,
     text,
 )
 from sqlalchemy.sql import Select
@@ -181,6 +183,11 @@ def with_relevance_param(query: Select, dialect: str) -> Select:
     return query.outerjoin(fts, fts.c.memory_id == memories.c.id).add_columns(
         func.coalesce(fts.c.rel, 0.0).label("relevance")
     )
+
+
+def relevance_order() -> Any:
+    """ORDER BY term for the `relevance` column that `ranked`/`matching` add."""
+    return literal_column("relevance").desc()
 
 
 def matching(query: Select, words: list[str], dialect: str) -> Select:

@@ -51,7 +51,7 @@ R = TypeVar("R", bound=Rankable)
 @dataclass(frozen=True, slots=True)
 class Ranked:
     """The few columns ranking reads (the SQL backend keeps the rest of each pool row
-    aside, so the winners need no second query; see `queries.load_pools`)."""
+    aside, so the winners need no second query; see `ranking_queries.load_pools`)."""
 
     id: str
     kind: Kind

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, exc
 
-from memory import queries
+from memory import queries, ranking_queries
 from memory.engine import autocommit, retrying
 from memory.loading import Ranked
 from memory.pending import PendingWrites
@@ -103,7 +103,7 @@ class SqlRows:
         # other writes in one statement. Only where nothing reads an update's result.
         self.queue_updates = queue_updates
         # The rows of the last load's pools, whole: a load's `by_ids` of its
-        # winners is answered from them (see `queries.load_pools`).
+        # winners is answered from them (see `ranking_queries.load_pools`).
         self.pooled: tuple[tuple[Scope, ...], dict[str, Any]] = ((), {})
 
     def flush(self) -> None:
@@ -158,7 +158,7 @@ class SqlRows:
 
     def pool(self, op: PoolOp) -> list[tuple[Ranked, float]]:
         self._before_read()
-        return queries.ranking_pool(
+        return ranking_queries.ranking_pool(
             self.conn,
             op.readable,
             op.words,
@@ -173,7 +173,7 @@ class SqlRows:
         self, hot: PoolOp, cold: PoolOp
     ) -> tuple[list[tuple[Ranked, float]], list[tuple[Ranked, float]]]:
         self._before_read()
-        hot_pool, cold_pool, rows = queries.load_pools(
+        hot_pool, cold_pool, rows = ranking_queries.load_pools(
             self.conn,
             hot.readable,
             hot.words,
@@ -210,7 +210,7 @@ class SqlRows:
         pooled_for, rows = self.pooled
         if ids and tuple(readable) == pooled_for and all(i in rows for i in ids):
             # The winners of this unit's load: already read, by the same reader.
-            return [queries.memory_from_pool_row(rows[i]) for i in dict.fromkeys(ids)]
+            return [ranking_queries.memory_from_pool_row(rows[i]) for i in dict.fromkeys(ids)]
         self._before_read()
         return queries.by_ids(self.conn, readable, ids)
 
