@@ -89,10 +89,11 @@ class DriverStatement:
         """The result (iterable of tuples in select order), through `exec_driver_sql`
         so that errors and disconnects are still SQLAlchemy's to handle."""
         values = {**self.constants, **params}
-        if not conn.connection.dbapi_connection.autocommit:  # type: ignore[union-attr]
+        info = conn.connection.info
+        if not conn.connection.dbapi_connection.autocommit or info.get("ns_plain"):  # type: ignore[union-attr]
             # Inside a transaction a failed EXECUTE would abort it: no preparing.
             return conn.exec_driver_sql(self.sql, values)
-        prepared: set[str] = conn.connection.info.setdefault("ns_prepared", set())
+        prepared: set[str] = info.setdefault("ns_prepared", set())
         if self.name not in prepared:
             try:
                 conn.exec_driver_sql(self.prepare)
@@ -110,7 +111,16 @@ class DriverStatement:
             if getattr(error.orig, "pgcode", None) != "26000":
                 raise
             prepared.discard(self.name)
+            # Lost twice on one connection: its server session changes under it (a
+            # transaction-mode pooler), where preparing only adds round trips.
+            # Plain statements on this connection from now on.
+            info["ns_prepare_misses"] = misses = info.get("ns_prepare_misses", 0) + 1
+            if misses >= PLAIN_AFTER_MISSES:
+                info["ns_plain"] = True
             return conn.exec_driver_sql(self.sql, values)
+
+
+PLAIN_AFTER_MISSES = 2
 
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")

@@ -238,3 +238,20 @@ def test_an_apply_that_fails_on_postgresql_leaves_nothing_behind(pg_store: Store
     assert [m.content for m in pg_store.show(ANA, all_statuses=True)] == ["plan: v1"]
     assert pg_store.receipt("h1") is None
     assert len(pg_store.audit("acme")) == 1
+
+
+def test_a_connection_whose_prepared_statements_keep_vanishing_stops_preparing(
+    pg_engine: Engine, pg_store: Store
+) -> None:
+    """As behind pgbouncer in transaction mode: each load may land on a server
+    session without the statement. After two misses the connection runs plain."""
+    pg_store.apply([candidate(f"renewal note {i}") for i in range(3)], handle="h", actor="w")
+    first = pg_store.load(ANA, goal="renewal")
+    for _ in range(2):
+        with autocommit(pg_engine) as conn:
+            conn.exec_driver_sql("DEALLOCATE ALL")
+        assert pg_store.load(ANA, goal="renewal") == first  # misses, answers plain
+        assert pg_store.load(ANA, goal="renewal") == first  # prepares again
+    with Statements() as statements:
+        assert pg_store.load(ANA, goal="renewal") == first
+    assert statements.seen == ["SELECT"]
