@@ -13,8 +13,11 @@ from typing import Any
 from celery import Celery
 from kombu import Exchange, Queue
 
+from workers import embedded_broker
 from workers.settings import Settings
 from workers.sharding import write_queues
+
+embedded_broker.register()  # `filesystem://` with an atomic put, in every process
 
 RUNS_QUEUE = "runs"
 MAINTENANCE_QUEUE = "maintenance"
