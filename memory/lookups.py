@@ -105,9 +105,15 @@ def get_receipt(conn: Connection, handle: str) -> WriteReceipt | None:
 
 
 def _memory(row: Sequence[Any]) -> Memory:
-    """A driver row as a `Memory`, its times in UTC as `Timestamp` would give them."""
-    values = dict(zip(_COLUMNS, row, strict=True))
+    return driver_memory(_COLUMNS, row)
+
+
+def driver_memory(names: Sequence[str], values: Sequence[Any]) -> Memory:
+    """A row read on the driver (column names, values) as a `Memory`, its times in
+    UTC as `Timestamp` would give them (the driver returns the session's time zone).
+    Columns that are not the memory's (a load's rank, its pool) are ignored."""
+    row = dict(zip(names, values, strict=True))
     for name in _TIMES:
-        if values[name] is not None:
-            values[name] = values[name].astimezone(UTC)
-    return Memory.from_row(values)
+        if row[name] is not None:
+            row[name] = row[name].astimezone(UTC)
+    return Memory.from_row(row)

@@ -25,13 +25,13 @@ from sqlalchemy import (
     select,
 )
 
-from memory import fulltext
+from memory import fulltext, lookups
 from memory.dialect import DriverStatement, one_of
 from memory.expiry import DEFAULT_TTL, TtlConfig, cutoff_param, cutoff_values, within_ttl
 from memory.loading import Ranked
 from memory.queries import ROW, ScopeOrScopes, readable_params, scope_params
 from memory.records import Kind, Memory, Scope, Status
-from memory.tables import Timestamp, memories
+from memory.tables import memories
 
 
 def ranking_pool(
@@ -140,14 +140,7 @@ def memory_from_pool_row(row: tuple[list[str], Sequence[Any]]) -> Memory:
     """A pool row of `load_pools` (column names, values) as a `Memory`, its times in
     UTC like every read's (on PostgreSQL the pool is read on the driver, in the
     session's time zone)."""
-    values = dict(zip(*row, strict=True))
-    for name in _TIMES:
-        if values[name] is not None:
-            values[name] = values[name].astimezone(UTC)
-    return Memory.from_row(values)
-
-
-_TIMES = tuple(c.name for c in ROW if isinstance(c.type, Timestamp))
+    return lookups.driver_memory(*row)
 
 
 def _aware(value: datetime) -> datetime:

@@ -3,32 +3,15 @@ ranges (memory.consolidation_plan.iter_plans), and the plans must not depend on 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from memory import consolidation
-from memory.engine import open_engine
 from memory.records import Kind, Scope
 from memory.store import Store
 from tests.clock import Clock
 from tests.integration.test_maintenance_support import candidate
-from workers import schema
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def store(database_url: str, clock: Clock) -> Iterator[Store]:
-    engine = open_engine(database_url)
-    schema.upgrade(engine)
-    yield Store(engine, clock=clock)
-    engine.dispose()
 
 
 def test_planning_every_tenant_at_once_decides_as_planning_each_alone(

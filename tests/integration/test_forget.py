@@ -4,14 +4,12 @@ report proves it (or says why it cannot)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import insert, select
 
 from memory import consolidation, hot
-from memory.engine import open_engine
 from memory.forget_places import REDACTED
 from memory.forgetting import (
     ForgetRefused,
@@ -31,7 +29,6 @@ from tests.integration.test_maintenance_support import (
     find_everywhere,
     find_in_files,
 )
-from workers import schema
 from workers.agents import Trigger
 from workers.maintenance import FORGET_PLACES
 from workers.projection import project
@@ -40,19 +37,6 @@ from workers.tables import runs
 pytestmark = pytest.mark.integration
 
 MARK = "zqxpenicillin"
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def store(database_url: str, clock: Clock) -> Iterator[Store]:
-    engine = open_engine(database_url)
-    schema.upgrade(engine)
-    yield Store(engine, clock=clock)
-    engine.dispose()
 
 
 def seed_everything(store: Store, clock: Clock) -> None:

@@ -30,11 +30,6 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
 def store(database_url: str, clock: Clock) -> Iterator[Store]:
     with nightshift_store(database_url, clock) as store:
         yield store

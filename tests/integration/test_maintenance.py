@@ -3,7 +3,6 @@ injected clock (nothing sleeps)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -11,7 +10,6 @@ import pytest
 from sqlalchemy import event, select
 
 from memory import consolidation, expiry, queries, reinforcement
-from memory.engine import open_engine
 from memory.expiry import TtlConfig
 from memory.forgetting import delete_where
 from memory.maintenance_tables import memory_links, tombstones
@@ -21,23 +19,9 @@ from memory.store import Store
 from memory.tables import memories
 from tests.clock import Clock
 from tests.integration.test_maintenance_support import ANA, candidate, insert_active
-from workers import schema
 from workers.maintenance import run_job
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def store(database_url: str, clock: Clock) -> Iterator[Store]:
-    engine = open_engine(database_url)
-    schema.upgrade(engine)
-    yield Store(engine, clock=clock)
-    engine.dispose()
 
 
 def stored(store: Store, *contents: str, run: str = "r1") -> list[str]:

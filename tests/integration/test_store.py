@@ -2,35 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 
-from memory.engine import open_engine
 from memory.loading import Loaded
 from memory.receipts import Outcome
 from memory.records import Candidate, Kind, Provenance, Scope, Source, Status
 from memory.store import LoadBounds, Store
 from tests.clock import Clock
-from workers import schema
 
 pytestmark = pytest.mark.integration
 
 ANA = Scope("acme", "ana", "triage")
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def store(database_url: str, clock: Clock) -> Iterator[Store]:
-    engine = open_engine(database_url)
-    schema.upgrade(engine)
-    yield Store(engine, clock=clock)
-    engine.dispose()
 
 
 def fact(

@@ -16,29 +16,10 @@ from memory.records import Candidate, Kind, Provenance, Scope, Source
 from memory.store import Store
 from tests.clock import Clock
 from tests.services import postgres_database
-from workers import schema
 
 pytestmark = pytest.mark.integration
 
 ANA = Scope("acme", "ana", "triage")
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    engine = open_engine(database_url)
-    schema.upgrade(engine)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture
-def store(engine: Engine, clock: Clock) -> Store:
-    return Store(engine, clock=clock)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ statement, prepared once on PostgreSQL.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,14 +15,13 @@ from click.testing import CliRunner, Result
 from sqlalchemy import Engine, select
 
 from memory import expiry, queries
-from memory.engine import open_engine
 from memory.expiry import TtlConfig
 from memory.records import Candidate, Kind, Memory, Provenance, Scope, Source
 from memory.store import Store
 from memory.tables import memories
 from tests.clock import Clock
 from tests.integration.test_store_round_trips import Statements
-from workers import runs, schema
+from workers import runs
 from workers.cli import main_group
 from workers.lifecycle import execute
 from workers.runs import RunRequest
@@ -37,14 +35,6 @@ ONCALL = Scope("demo", "oncall", "quiet")
 
 def quiet(ctx: Any) -> None:
     """An agent that only reads: the run records what it was given."""
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    engine = open_engine(database_url)
-    schema.upgrade(engine)
-    yield engine
-    engine.dispose()
 
 
 def wrote(engine: Engine, days_ago: int, content: str, kind: Kind, scope: Scope = ONCALL) -> str:

@@ -1,0 +1,33 @@
+"""Fixtures shared by the integration tests: a migrated database on each dialect
+(`database_url` runs every test on SQLite and on PostgreSQL) and a store over it
+with an injected clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import Engine
+
+from memory.engine import open_engine
+from memory.store import Store
+from tests.clock import Clock
+from workers import schema
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    engine = open_engine(database_url)
+    schema.upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def store(engine: Engine, clock: Clock) -> Store:
+    return Store(engine, clock=clock)
