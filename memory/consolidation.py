@@ -61,7 +61,7 @@ from memory.consolidation_plan import (
 from memory.engine import retrying
 from memory.maintenance_tables import maintenance_passes, memory_links
 from memory.records import SOURCE_CONFIDENCE, Kind, Status, content_hash
-from memory.tables import Timestamp, audit, memories
+from memory.tables import ACTIVE_ROW, Timestamp, audit, memories
 
 PLAN_AHEAD = True  # plan the next tenants while the previous one is applied (PostgreSQL)
 PLANS_AHEAD = 32  # plans ready or being made at most, while one is applied
@@ -232,7 +232,7 @@ def apply(
             .where(
                 memories.c.id == memory_links.c.source_id,
                 in_batch,
-                memories.c.status == Status.ACTIVE.value,
+                ACTIVE_ROW,
                 memories.c.version == memory_links.c.expected_version,
                 exists().where(
                     survivor.c.id == memory_links.c.target_id,
@@ -426,11 +426,7 @@ def _check_successors(conn: Connection, batch: str) -> None:
 
 
 def _count_active(conn: Connection, where: Any) -> int:
-    return int(
-        conn.execute(
-            select(func.count()).where(where, memories.c.status == Status.ACTIVE.value)
-        ).scalar_one()
-    )
+    return int(conn.execute(select(func.count()).where(where, ACTIVE_ROW)).scalar_one())
 
 
 def _mark_pass(conn: Connection, tenant: str, job: str, now: datetime) -> None:

@@ -23,8 +23,8 @@ from sqlalchemy import Connection, Engine, and_, case, func, null, select
 
 from memory import near_duplicates
 from memory.maintenance_tables import memory_links
-from memory.records import SOURCE_CONFIDENCE, Kind, Scope, Source, Status
-from memory.tables import memories
+from memory.records import SOURCE_CONFIDENCE, Kind, Scope, Source
+from memory.tables import ACTIVE_ROW, memories
 
 DEFAULT_SIMILARITY = 0.85
 COMPACT_AFTER = timedelta(days=30)
@@ -169,7 +169,7 @@ def iter_plans(
     first row, so the first plan waits for the sort of a few percent of the rows,
     not of all of them, and the later sorts overlap with applying earlier plans.
     """
-    live = [memories.c.status == Status.ACTIVE.value]
+    live = [ACTIVE_ROW]
     if tenant is not None:
         live.append(memories.c.tenant == tenant)
     active: dict[str, int] = dict(

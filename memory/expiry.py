@@ -36,7 +36,7 @@ from sqlalchemy import (
 )
 
 from memory.records import Kind, Layer, Memory, Status
-from memory.tables import Timestamp, memories
+from memory.tables import ACTIVE_ROW, Timestamp, memories
 
 DEFAULT_TTL_DAYS = 90
 MIN_TTL_DAYS = 7
@@ -267,7 +267,7 @@ def expire(
     looked at (the LangGraph adapter expires the items it is about to put).
     """
     where = and_(
-        memories.c.status == Status.ACTIVE.value,
+        ACTIVE_ROW,
         expired_clause(now, ttl),
         memories.c.tenant == tenant if tenant is not None else literal(True),
         among if among is not None else literal(True),

@@ -18,8 +18,8 @@ from sqlalchemy import ColumnElement, Connection, and_, delete, func, insert, or
 
 from memory.loading import HOT_KINDS
 from memory.maintenance_tables import hot_summaries
-from memory.records import Scope, Status
-from memory.tables import memories
+from memory.records import Scope
+from memory.tables import ACTIVE_ROW, memories
 
 MAX_ITEMS = 20
 MAX_CHARS = 2000
@@ -118,7 +118,7 @@ def scopes_built_from(conn: Connection, tenant: str, ids: Iterable[str]) -> set[
 def _ranked_rows(conn: Connection, tenant: str | None, wanted: set[Scope] | None) -> list:
     where = [
         memories.c.tenant == tenant if tenant is not None else true(),
-        memories.c.status == Status.ACTIVE.value,
+        ACTIVE_ROW,
         memories.c.kind.in_([k.value for k in HOT_KINDS]),
     ]
     if wanted is not None:

@@ -45,7 +45,8 @@ def _existing_sql(scopes: int) -> str:
         )
         arms.append(
             f"SELECT {_SELECT} FROM ns_memories AS m WHERE {scope}"
-            f" AND m.key = ANY(%(slot{i})s::varchar[]) AND m.status = 'active'"
+            f" AND m.key = ANY(%(slot{i})s::varchar[]) AND m.key <> ''"
+            " AND m.status = 'active'"
         )
     return "\nUNION ALL\n".join(arms)
 

@@ -22,6 +22,7 @@ from sqlalchemy import (
     insert,
     or_,
     select,
+    true,
     update,
 )
 
@@ -35,7 +36,7 @@ from memory.expiry import (
 from memory.port import AuditEntry
 from memory.receipts import Decision, WriteReceipt
 from memory.records import Memory, Scope, Status, content_hash
-from memory.tables import audit, memories, receipts
+from memory.tables import ACTIVE_ROW, KEYED_ROW, audit, memories, receipts
 
 ScopeOrScopes = Scope | Sequence[Scope]
 ROW = tuple(c for c in memories.c if c.name != "search_vector")
@@ -66,7 +67,7 @@ def readable_by(scope: ScopeOrScopes) -> ColumnElement[bool]:
 def loadable(now: datetime, min_score: float, ttl: TtlConfig = DEFAULT_TTL) -> ColumnElement[bool]:
     """Active, not past valid_to, not past its TTL, not voted below the bar."""
     return and_(
-        memories.c.status == Status.ACTIVE.value,
+        ACTIVE_ROW,
         or_(memories.c.valid_to.is_(None), memories.c.valid_to > now),
         within_ttl(ttl, literal_cutoff(now)),
         memories.c.score >= min_score,
@@ -100,9 +101,7 @@ def by_idempotency_key(conn: Connection, scope: Scope, key: str) -> Memory | Non
 
 
 def active_by_key(conn: Connection, scope: Scope, key: str) -> Memory | None:
-    query = select(*ROW).where(
-        in_scope(scope), memories.c.key == key, memories.c.status == Status.ACTIVE.value
-    )
+    query = select(*ROW).where(in_scope(scope), memories.c.key == key, KEYED_ROW, ACTIVE_ROW)
     row = conn.execute(query).mappings().first()
     return Memory.from_row(row) if row else None
 
@@ -156,9 +155,7 @@ def existing(
     if idempotency:
         arms.append(_scope_key_in(memories.c.idempotency_key, idempotency))
     if slots:
-        arms.append(
-            and_(_scope_key_in(memories.c.key, slots), memories.c.status == Status.ACTIVE.value)
-        )
+        arms.append(and_(_scope_key_in(memories.c.key, slots), KEYED_ROW, ACTIVE_ROW))
     if not arms:
         return {}, {}
     found = [Memory.from_row(r) for r in conn.execute(select(*ROW).where(or_(*arms))).mappings()]
@@ -287,7 +284,7 @@ def listing(
 def history(conn: Connection, scope: ScopeOrScopes, key: str) -> list[Memory]:
     query = (
         select(*ROW)
-        .where(readable_by(scope), memories.c.key == key)
+        .where(readable_by(scope), memories.c.key == key, KEYED_ROW if key else true())
         .order_by(memories.c.valid_from, memories.c.created_at, memories.c.id)
     )
     return [Memory.from_row(r) for r in conn.execute(query).mappings()]

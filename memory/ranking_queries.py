@@ -30,8 +30,8 @@ from memory.dialect import DriverStatement, one_of
 from memory.expiry import DEFAULT_TTL, TtlConfig, cutoff_param, cutoff_values, within_ttl
 from memory.loading import Ranked
 from memory.queries import ROW, ScopeOrScopes, readable_params, scope_params
-from memory.records import Kind, Memory, Scope, Status
-from memory.tables import memories
+from memory.records import Kind, Memory, Scope
+from memory.tables import ACTIVE_ROW, memories
 
 
 def ranking_pool(
@@ -169,7 +169,7 @@ def _load_statement(dialect: str, scopes: int, words: bool, ttl: TtlConfig) -> A
     pool = case((hot, zero), else_=one)
     query = select(*ROW).where(
         readable_params(scopes),
-        memories.c.status == Status.ACTIVE.value,
+        ACTIVE_ROW,
         or_(memories.c.valid_to.is_(None), memories.c.valid_to > bindparam("now")),
         within_ttl(ttl, cutoff_param),
         memories.c.score >= bindparam("min_score"),
@@ -212,7 +212,7 @@ def _pool_statement(
     )
     query = select(*light).where(
         readable,
-        memories.c.status == Status.ACTIVE.value,
+        ACTIVE_ROW,
         or_(memories.c.valid_to.is_(None), memories.c.valid_to > bindparam("now")),
         within_ttl(ttl, cutoff_param),
         memories.c.score >= bindparam("min_score"),

@@ -38,8 +38,7 @@ from sqlalchemy import (
 )
 
 from memory.maintenance_tables import vote_batches
-from memory.records import Status
-from memory.tables import Timestamp, memories
+from memory.tables import ACTIVE_ROW, Timestamp, memories
 
 UP_STEP = 0.25
 DOWN_STEP = 0.5
@@ -219,7 +218,7 @@ def apply_votes(
 def _apply_group(
     conn: Connection, n: int, ids: list[str], now: datetime, dialect: str, half_life_days: float
 ) -> int:
-    active = and_(memories.c.id.in_(ids), memories.c.status == Status.ACTIVE.value)
+    active = and_(memories.c.id.in_(ids), ACTIVE_ROW)
     if n > 0:
         raised = effective_score_sql(now, dialect, half_life_days) + UP_STEP * n
         values: dict[str, Any] = {
@@ -237,9 +236,7 @@ def _apply_group(
 def _active_ids(conn: Connection, ids: Sequence[str]) -> set[str]:
     out: set[str] = set()
     for chunk in _chunks(ids):
-        query = select(memories.c.id).where(
-            memories.c.id.in_(chunk), memories.c.status == Status.ACTIVE.value
-        )
+        query = select(memories.c.id).where(memories.c.id.in_(chunk), ACTIVE_ROW)
         out.update(conn.execute(query).scalars())
     return out
 
@@ -260,7 +257,7 @@ def decay(
     """
     effective = effective_score_sql(now, conn.dialect.name, half_life_days)
     where = and_(
-        memories.c.status == Status.ACTIVE.value,
+        ACTIVE_ROW,
         memories.c.score >= min_score,
         effective < min_score,
         memories.c.tenant == tenant if tenant is not None else literal(True),

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import (
     Boolean,
     Column,
+    ColumnElement,
     DateTime,
     Float,
     Index,
@@ -22,6 +23,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    literal_column,
 )
 from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.types import TypeDecorator
@@ -88,25 +90,38 @@ memories = Table(
     # Room on each page so score-only updates (decay, votes) stay HOT: 0006_maint_fillfactor.
     postgresql_with={"fillfactor": 90},
 )
+# The two row classes the partial indexes below are built on. Literals, never bound
+# parameters: a prepared statement (PostgreSQL) or any statement (SQLite) can use
+# a partial index only when its WHERE carries the index's own term, and a
+# parameter does not match it.
+ACTIVE_ROW: ColumnElement[bool] = memories.c.status == literal_column("'active'")
+KEYED_ROW: ColumnElement[bool] = memories.c.key != literal_column("''")
+
 # What a load reads: one scope's active rows reinforced within the TTL. With
 # last_reinforced_at in the index, rows past their TTL are skipped in the index
 # instead of being fetched from the heap and thrown away (a scope's rows sit on as
-# many heap pages as it has rows). Its (scope, status) prefix serves every other
-# scope read.
+# many heap pages as it has rows). Partial on active rows: a row that leaves
+# `active` (expired, superseded, merged) gets no entry for its new version, and
+# the index holds only what loads can return. Reads of a scope's other rows use
+# the idempotency index's (tenant, user_id, agent_id) prefix.
 Index(
     "ix_ns_memories_loadable",
     memories.c.tenant,
     memories.c.user_id,
     memories.c.agent_id,
-    memories.c.status,
     memories.c.last_reinforced_at,
+    postgresql_where=ACTIVE_ROW,
+    sqlite_where=ACTIVE_ROW,
 )
+# The slot lookups (supersession, history) of keyed rows; most memories have no key.
 Index(
     "ix_ns_memories_scope_key",
     memories.c.tenant,
     memories.c.user_id,
     memories.c.agent_id,
     memories.c.key,
+    postgresql_where=KEYED_ROW,
+    sqlite_where=KEYED_ROW,
 )
 # No index on run_id: forgetting by run asks for `run_id = ? OR task_id = ?` within
 # a tenant, which the scope index answers; a run_id index was never used and cost

@@ -95,11 +95,16 @@ def _rules(known: dict[str, AgentRules], op: ApplyOp, agent: str) -> AgentRules:
     return known[agent]
 
 
-def new_id() -> str:
-    """A random (version 4) UUID as text, what `str(uuid.uuid4())` gives, made at a
-    third of its cost: every stored candidate needs one."""
-    h = os.urandom(16).hex()
-    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
+def new_id(at: datetime) -> str:
+    """A version 7 UUID (RFC 9562) as text: the Unix millisecond of `at` in its first
+    48 bits, 74 random bits after. Rows written later sort later, so the primary key
+    grows at its right edge instead of at random leaf pages, and a pass that walks
+    the table in the order it was written (expiry, decay) meets the key in order
+    too. Made by hand at a third of `uuid` module's cost: every stored candidate
+    needs one."""
+    stamp = f"{int(at.timestamp() * 1000) & 0xFFFF_FFFF_FFFF:012x}"
+    h = os.urandom(10).hex()
+    return f"{stamp[:8]}-{stamp[8:]}-7{h[:3]}-{_VARIANT[h[3]]}{h[4:7]}-{h[7:19]}"
 
 
 _VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
@@ -116,7 +121,7 @@ def new_memory(
     """The row a candidate becomes (fresh id, version 1)."""
     p = candidate.provenance
     return Memory(
-        id=new_id(),
+        id=new_id(now),
         scope=candidate.scope,
         kind=kind,
         content=candidate.content,

@@ -5,7 +5,7 @@ the queued updates of an apply."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -148,13 +148,21 @@ def test_the_idempotency_key_made_from_a_known_hash(
     assert made == candidate.effective_idempotency_key()
 
 
-def test_new_ids_are_random_version_4_uuids() -> None:
-    ids = {new_id() for _ in range(2000)}
+def test_new_ids_are_version_7_uuids_of_their_millisecond() -> None:
+    at = datetime(2026, 3, 1, 12, 30, 5, 123456, tzinfo=UTC)
+    ids = {new_id(at) for _ in range(2000)}
     assert len(ids) == 2000
     for text in ids:
         parsed = uuid.UUID(text)
-        assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
+        assert (parsed.version, parsed.variant) == (7, uuid.RFC_4122)
         assert str(parsed) == text
+        assert parsed.int >> 80 == int(at.timestamp() * 1000)
+
+
+def test_later_ids_sort_after_earlier_ones() -> None:
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    made = [new_id(start + timedelta(milliseconds=n)) for n in range(0, 5000, 7)]
+    assert made == sorted(made)
 
 
 def test_an_update_is_queued_only_when_one_statement_can_carry_it() -> None:
