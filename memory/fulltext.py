@@ -109,8 +109,8 @@ POSTGRES_ACTIVE_INDEX = (
 """Revision 0007_fts_active_only: only active rows are searched, so only they are
 indexed. A row leaving `active` (superseded, merged, expired) is written as a new
 row version, which then gets no GIN entries: the index was the dearest part of
-expiry, supersession and consolidation. Searches name `status = 'active'` as a
-literal (psycopg2 sends values inline), so the planner can use the partial index."""
+expiry, supersession and consolidation. Searches carry `status = 'active'` as a
+literal (`memory.tables.ACTIVE_ROW`), so the planner can use the partial index."""
 
 FULLTEXT_TABLES = frozenset(
     {

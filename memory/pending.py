@@ -19,7 +19,7 @@ import enum
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection
@@ -28,6 +28,7 @@ from memory import queries
 from memory.port import AuditEntry
 from memory.receipts import WriteReceipt
 from memory.records import Memory, content_hash
+from memory.tables import utc
 
 
 @dataclass(slots=True)
@@ -223,7 +224,7 @@ def _flush_postgres(conn: Connection, pending: PendingWrites) -> None:
         {
             "old_ids": [old for old, _, _ in pending.successors],
             "new_ids": [new for _, new, _ in pending.successors],
-            "at": [_utc(at) for _, _, at in pending.successors],
+            "at": [utc(at) for _, _, at in pending.successors],
         }
     )
     conn.exec_driver_sql(WRITE_ALL, params)
@@ -241,9 +242,7 @@ class _IsoTimes:
             return None
         text = self.seen.get(value)
         if text is None:
-            utc = _utc(value)
-            assert utc is not None
-            text = self.seen[value] = utc.isoformat()
+            text = self.seen[value] = utc(value).isoformat()
         return text
 
 
@@ -297,12 +296,3 @@ _UPDATABLE = frozenset(name for name, _ in _UPDATE_COLUMNS) - {"id", "content_ha
 
 def _db(value: Any) -> Any:
     return value.value if isinstance(value, enum.Enum) else value
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    """What `memory.tables.Timestamp` does to a bound value: aware, in UTC."""
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        raise ValueError("naive datetime refused: pass an aware UTC datetime")
-    return value.astimezone(UTC)

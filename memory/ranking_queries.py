@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -31,7 +31,7 @@ from memory.expiry import DEFAULT_TTL, TtlConfig, cutoff_param, cutoff_values, w
 from memory.loading import Ranked
 from memory.queries import ROW, ScopeOrScopes, readable_params, scope_params
 from memory.records import Kind, Memory, Scope
-from memory.tables import ACTIVE_ROW, memories
+from memory.tables import ACTIVE_ROW, memories, utc
 
 
 def ranking_pool(
@@ -95,7 +95,7 @@ def load_pools(
     if not scopes:
         return [], [], {}
     dialect = conn.dialect.name
-    now = _aware(now)
+    now = utc(now)
     params: dict[str, Any] = {
         "now": now,
         **cutoff_values(now, ttl),
@@ -141,12 +141,6 @@ def memory_from_pool_row(row: tuple[list[str], Sequence[Any]]) -> Memory:
     UTC like every read's (on PostgreSQL the pool is read on the driver, in the
     session's time zone)."""
     return lookups.driver_memory(*row)
-
-
-def _aware(value: datetime) -> datetime:
-    if value.tzinfo is None:
-        raise ValueError("naive datetime refused: pass an aware UTC datetime")
-    return value.astimezone(UTC)
 
 
 @functools.lru_cache(maxsize=16)

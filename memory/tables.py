@@ -31,6 +31,13 @@ from sqlalchemy.types import TypeDecorator
 metadata = MetaData()
 
 
+def utc(value: datetime) -> datetime:
+    """`value` in UTC; a naive datetime is refused (its zone would be a guess)."""
+    if value.tzinfo is None:
+        raise ValueError("naive datetime refused: pass an aware UTC datetime")
+    return value.astimezone(UTC)
+
+
 class Timestamp(TypeDecorator[datetime]):
     """An aware UTC datetime on both dialects (SQLite would hand back naive ones)."""
 
@@ -38,9 +45,7 @@ class Timestamp(TypeDecorator[datetime]):
     cache_ok = True
 
     def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            raise ValueError("naive datetime refused: pass an aware UTC datetime")
-        return value.astimezone(UTC) if value is not None else None
+        return utc(value) if value is not None else None
 
     def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
         if value is None:

@@ -8,13 +8,14 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine
 
 from memory.engine import autocommit, open_engine
 from memory.receipts import Outcome
 from memory.records import Candidate, Kind, Provenance, Scope, Source
 from memory.store import Store
 from tests.clock import Clock
+from tests.integration.sql_watch import Statements
 from tests.services import postgres_database
 
 pytestmark = pytest.mark.integration
@@ -44,25 +45,6 @@ def candidate(content: str, *, key: str = "", task: str = "run-1") -> Candidate:
         key=key,
         provenance=Provenance(Source.OBSERVED, reference="feed#1", task_id=task, agent="triage"),
     )
-
-
-class Statements:
-    """The SQL statements any engine sends while in the `with` block, first word
-    only (SELECT, WITH, INSERT …). Any engine: reads on PostgreSQL go through the
-    engine's autocommit sibling (`memory.engine.autocommit`)."""
-
-    def __init__(self) -> None:
-        self.seen: list[str] = []
-
-    def __enter__(self) -> Statements:
-        event.listen(Engine, "before_cursor_execute", self._record)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        event.remove(Engine, "before_cursor_execute", self._record)
-
-    def _record(self, conn: object, cursor: object, statement: str, *args: object) -> None:
-        self.seen.append(statement.split(None, 1)[0].upper())
 
 
 def test_an_apply_sends_its_writes_as_one_statement(engine: Engine, store: Store) -> None:

@@ -20,7 +20,7 @@ from memory.records import Candidate, Kind, Memory, Provenance, Scope, Source
 from memory.store import Store
 from memory.tables import memories
 from tests.clock import Clock
-from tests.integration.test_store_round_trips import Statements
+from tests.integration.sql_watch import Statements
 from workers import runs
 from workers.cli import main_group
 from workers.lifecycle import execute
