@@ -25,10 +25,13 @@ from __future__ import annotations
 import heapq
 import logging
 import os
+import signal
 import socket
+import threading
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
@@ -51,6 +54,30 @@ log = logging.getLogger(__name__)
 _MICROSECOND = timedelta(microseconds=1)
 COUNT_LIMIT = 1_000
 """Missed fires counted one by one before a catch-up record says "at least"."""
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGTERM and SIGINT until the block ends, then deliver the first one.
+
+    Celery beat answers SIGTERM by raising SystemExit wherever the main thread is.
+    Inside `fire_due` that could fall between creating a run row and sending it
+    (the reaper would resend it, a minute later), so a stopping beat finishes
+    the tick it is in, then stops.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # an embedded beat (`worker -B`) in a thread: signals go elsewhere
+        return
+    caught: list[int] = []
+    held = (signal.SIGTERM, signal.SIGINT)
+    previous = {s: signal.signal(s, lambda signum, _frame: caught.append(signum)) for s in held}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if caught:
+            signal.raise_signal(caught[0])
 
 
 class _Entry(NamedTuple):
@@ -105,7 +132,8 @@ class DatabaseScheduler(Scheduler):
             static_delay = super().tick(*args, **kwargs)
             if self._reload_at is None or now >= self._reload_at:
                 self.reload(now)
-            self.fire_due(now)
+            with _signals_held():
+                self.fire_due(now)
         except DBAPIError as error:
             log.warning(
                 "beat cannot reach the database; standing by: %s",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -12,6 +14,7 @@ from schedules import catalog, fires
 from schedules.definition import Catchup, Cron, Heartbeat, Overlap, Schedule
 from schedules.fires import FireOutcome, SkipReason, run_key
 from tests.integration.beat_fixtures import T0, Beats, make_beats
+from workers.beat import CeleryRuns
 
 pytestmark = pytest.mark.integration
 
@@ -122,6 +125,37 @@ def test_clean_shutdown_hands_over_at_once(beats: Beats) -> None:
     beats.clock.advance(1)
     second.tick()
     assert second.leading
+
+
+def test_sigterm_during_a_send_lets_the_tick_finish_then_stops(
+    beats: Beats, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    beats.apply(*(every(f"pulse-{n}") for n in range(3)))
+    beat = beats.beat()
+    beat.tick()
+    sent = CeleryRuns.enqueue
+
+    def enqueue_then_terminated(self: CeleryRuns, *args: object) -> list[str]:
+        created = sent(self, *args)  # type: ignore[arg-type]
+        os.kill(os.getpid(), signal.SIGTERM)  # mid-tick, as a supervisor would
+        return created
+
+    def exit_like_celery_beat(signum: int, frame: object) -> None:
+        raise SystemExit()
+
+    monkeypatch.setattr(CeleryRuns, "enqueue", enqueue_then_terminated)
+    previous = signal.signal(signal.SIGTERM, exit_like_celery_beat)
+    try:
+        beats.clock.advance(1)
+        with pytest.raises(SystemExit):
+            beat.tick()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert signal.getsignal(signal.SIGTERM) is previous
+    # The whole batch was sent and its progress stored before the beat stopped.
+    assert beats.run_keys() == sorted(keys_at(f"pulse-{n}", 1)[0] for n in range(3))
+    with beats.engine.connect() as conn:
+        assert {catalog.get(conn, f"pulse-{n}").runs_fired for n in range(3)} == {1}
 
 
 @pytest.mark.parametrize(
