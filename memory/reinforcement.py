@@ -249,11 +249,13 @@ def decay(
     min_score: float = DEFAULT_MIN_SCORE,
     half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
     dry_run: bool = False,
+    among: ColumnElement[bool] | None = None,
 ) -> int:
     """Write back the decayed score of active memories that fell below the load bar.
 
     One UPDATE; rows still above the bar are left alone (their decay is applied
     at read time by `ranking_multiplier`), so a pass costs a scan, not a rewrite.
+    `among` narrows the rows looked at (a pass goes a range of ids at a time).
     """
     effective = effective_score_sql(now, conn.dialect.name, half_life_days)
     where = and_(
@@ -261,6 +263,7 @@ def decay(
         memories.c.score >= min_score,
         effective < min_score,
         memories.c.tenant == tenant if tenant is not None else literal(True),
+        among if among is not None else literal(True),
     )
     if dry_run:
         return int(conn.execute(select(func.count()).where(where)).scalar_one())

@@ -1,7 +1,8 @@
 """Maintenance jobs on the `maintenance` queue: consolidate, expire, decay, purge.
 
-Expire and decay are one set-based UPDATE each (one pass over the table, however
-many tenants); consolidate plans all tenants from one snapshot and applies a
+Expire and decay are set-based UPDATEs, run a primary-key range at a time with a
+transaction per range (`memory.id_ranges`): one pass over the table, however many
+tenants, and never one long transaction; consolidate plans all tenants from one snapshot and applies a
 tenant per transaction; purge deletes a tenant at a time through the forgetting
 path. The same functions back the Celery tasks (beat sends them at configurable
 cadences) and `nightshift maintain …`. Votes go the other way, through the
@@ -24,6 +25,7 @@ from memory import consolidation, expiry, reinforcement
 from memory.engine import retrying
 from memory.expiry import TtlConfig
 from memory.forgetting import TextPlace, compact_fulltext, delete_where
+from memory.id_ranges import in_id_ranges
 from memory.reinforcement import Vote
 from memory.tables import memories
 from workers.runtime import runtime_of
@@ -87,8 +89,8 @@ def run_job(
 ) -> JobSummary:
     """Run `job` for one tenant or all of them.
 
-    Expire and decay are one set-based UPDATE (a single pass over the table,
-    whatever the number of tenants); consolidate plans every tenant from one
+    Expire and decay are a set-based UPDATE per primary-key range (a single pass
+    over the table, whatever the number of tenants); consolidate plans every tenant from one
     snapshot and applies tenant by tenant; purge deletes tenant by tenant
     through the forgetting path, with a tombstone each.
     """
@@ -105,10 +107,20 @@ def run_job(
         }
         per["*"] = {"hot_summaries": hot_summaries}
     elif job == "expire":
-        n = _in_tx(engine, lambda c: expiry.expire(c, now, ttl, tenant=tenant, dry_run=dry_run))
+        n = in_id_ranges(
+            engine,
+            lambda c, among: expiry.expire(
+                c, now, ttl, tenant=tenant, dry_run=dry_run, among=among
+            ),
+        )
         per = {tenant or "*": {"expired": n}}
     elif job == "decay":
-        n = _in_tx(engine, lambda c: reinforcement.decay(c, now, tenant=tenant, dry_run=dry_run))
+        n = in_id_ranges(
+            engine,
+            lambda c, among: reinforcement.decay(
+                c, now, tenant=tenant, dry_run=dry_run, among=among
+            ),
+        )
         per = {tenant or "*": {"decayed": n}}
     else:
         per = {}
@@ -165,11 +177,6 @@ def _purge(
 
 
 @retrying()
-def _in_tx(engine: Engine, work: Callable[[Any], int]) -> int:
-    with engine.begin() as conn:
-        return work(conn)
-
-
 def apply_vote_batch(
     engine: Engine, handle: str, votes: Sequence[Vote], now: datetime
 ) -> reinforcement.VoteReport:
