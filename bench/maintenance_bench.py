@@ -272,7 +272,10 @@ def main() -> None:
         "--memories", type=int, default=1_000_000, help="the large size; the small is a tenth"
     )
     parser.add_argument(
-        "--repeat", type=int, default=3, help="runs of each job at the large size (3x that at the small); medians shown"
+        "--repeat",
+        type=int,
+        default=3,
+        help="runs of each job at the large size (3x that at the small); medians shown",
     )
     args = parser.parse_args()
     large = args.memories
