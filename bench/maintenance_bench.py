@@ -209,6 +209,12 @@ def load(url: str, count: int) -> float:
     return time.monotonic() - started
 
 
+_CHECKPOINTS = "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
+"""Checkpoints so far (the whole server's). One during a job makes every page the job
+touches again log a full-page image again: past `max_wal_size` (1 GB by default) of
+WAL, a job pays that for the checkpoints its own WAL brought on."""
+
+
 def run_one(url: str, job: str, label: str = "") -> Timing:
     """Run `job` on the database at `url` between two CHECKPOINTs; print and return its
     seconds, its seconds with the second CHECKPOINT (its dirty pages written), and the
@@ -218,7 +224,9 @@ def run_one(url: str, job: str, label: str = "") -> Timing:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.exec_driver_sql("CHECKPOINT")
             wal_at = conn.exec_driver_sql("SELECT pg_current_wal_lsn()").scalar_one()
+            checkpoints = conn.exec_driver_sql(_CHECKPOINTS).scalar_one()
             summary = run_job(engine, job, now=NOW)
+            checkpoints = conn.exec_driver_sql(_CHECKPOINTS).scalar_one() - checkpoints
             started = time.monotonic()
             conn.exec_driver_sql("CHECKPOINT")
             flushed = summary.seconds + time.monotonic() - started
@@ -232,7 +240,7 @@ def run_one(url: str, job: str, label: str = "") -> Timing:
     shown = {k: v for k, v in sorted(summary.counts.items()) if k in _SHOWN}
     print(
         f"    {label or job:<18} {summary.seconds:7.2f}s  flushed {flushed:7.2f}s"
-        f"  WAL {wal / 1e6:7.1f} MB  {shown}",
+        f"  WAL {wal / 1e6:7.1f} MB  checkpoints during it {checkpoints}  {shown}",
         flush=True,
     )
     return Timing(summary.seconds, flushed, wal)
