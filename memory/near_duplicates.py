@@ -28,11 +28,15 @@ def words_of(content: str) -> frozenset[str]:
 def groups(contents: Sequence[str], bar: float) -> list[list[int]]:
     """Indexes of `contents` that are near-duplicates of each other, one list per
     group of two or more, each in ascending order."""
-    texts = [words_of(c) for c in contents]
+    find = _WORD.findall
+    texts = [frozenset(find(c.lower())) for c in contents]  # words_of, inlined: per row
     buckets: dict[tuple[int, ...], list[int]] = {}
     for i, words in enumerate(texts):
         for key in sketch(words):
-            buckets.setdefault(key, []).append(i)
+            if key in buckets:
+                buckets[key].append(i)
+            else:
+                buckets[key] = [i]
     return clusters(texts, buckets.values(), bar)
 
 
@@ -47,13 +51,17 @@ def sketch(words: frozenset[str]) -> list[tuple[int, ...]]:
         return [(0, *(_word_hash(w) for w in words))]
     cache = _BAND_HASHES
     try:
-        hashed = [cache[w] for w in words]
+        hashed = list(map(cache.__getitem__, words))
     except KeyError:
         if len(cache) > _BAND_CACHE_SIZE:
             cache.clear()
         hashed = [cache.get(w) or _band_hashes(w) for w in words]
-    per_band = zip(*hashed, strict=True)
-    return [(seed, *sorted(column)[:2]) for seed, column in zip(_SEEDS, per_band, strict=True)]
+    first, second, third = map(sorted, zip(*hashed, strict=True))  # one column per band
+    return [
+        (_SEEDS[0], first[0], first[1]),
+        (_SEEDS[1], second[0], second[1]),
+        (_SEEDS[2], third[0], third[1]),
+    ]
 
 
 @functools.lru_cache(maxsize=1 << 16)
