@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -190,20 +191,53 @@ def apply_vote_batch(
     return work()
 
 
+@contextmanager
+def one_pass_at_a_time(engine: Engine, job: str) -> Iterator[bool]:
+    """True while this process holds `job`'s pass lock; False if another pass of `job`
+    runs now (anywhere, on PostgreSQL: a session advisory lock, released when the
+    block ends or the holder's connection dies). SQLite serves one machine and
+    serialises writers itself: always True."""
+    if engine.dialect.name != "postgresql":
+        yield True
+        return
+    with engine.connect() as conn:
+        key = {"key": f"nightshift.maintain.{job}"}
+        held = conn.exec_driver_sql(
+            "SELECT pg_try_advisory_lock(hashtext(%(key)s))", key
+        ).scalar_one()
+        conn.commit()  # hold the lock, not a transaction
+        try:
+            yield bool(held)
+        finally:
+            if held:
+                conn.exec_driver_sql("SELECT pg_advisory_unlock(hashtext(%(key)s))", key)
+                conn.commit()
+
+
 def _task(job: str) -> Any:
     @shared_task(bind=True, name=TASK_PREFIX + job, acks_late=True)
     def maintain(self: Task, tenant: str | None = None, dry_run: bool = False) -> dict[str, Any]:
         rt = runtime_of(self.app)
         settings = rt.settings
-        summary = run_job(
-            rt.engine,
-            job,
-            now=utcnow(),
-            ttl=settings.ttl(),
-            purge_after=timedelta(days=settings.purge_after_days),
-            tenant=tenant,
-            dry_run=dry_run,
-        )
+        with one_pass_at_a_time(rt.engine, job) as alone:
+            if not alone:
+                # A pass longer than its cadence: the next one has nothing to add.
+                log.warning(
+                    "maintenance %s skipped: another %s pass is running",
+                    job,
+                    job,
+                    extra={"action": f"maintain.{job}.skipped"},
+                )
+                return {"job": job, "skipped": "another pass of this job is running"}
+            summary = run_job(
+                rt.engine,
+                job,
+                now=utcnow(),
+                ttl=settings.ttl(),
+                purge_after=timedelta(days=settings.purge_after_days),
+                tenant=tenant,
+                dry_run=dry_run,
+            )
         out = summary.to_json()
         out.pop("per_tenant")
         return out

@@ -19,7 +19,7 @@ from memory.store import Store
 from memory.tables import memories
 from tests.clock import Clock
 from tests.integration.test_maintenance_support import ANA, candidate, insert_active
-from workers.maintenance import run_job
+from workers.maintenance import one_pass_at_a_time, run_job
 
 pytestmark = pytest.mark.integration
 
@@ -319,3 +319,19 @@ def test_expired_episode_summary_is_purged_like_any_row(store: Store, clock: Clo
         0,
     )
     assert store.show(ANA, all_statuses=True) == []
+
+
+# -- one pass of a job at a time -------------------------------------------------------
+
+
+def test_a_second_pass_of_a_job_waits_for_none_and_is_told_to_skip(store: Store) -> None:
+    engine = store.engine
+    postgres = engine.dialect.name == "postgresql"
+    with one_pass_at_a_time(engine, "expire") as first:
+        assert first
+        with one_pass_at_a_time(engine, "expire") as second:
+            assert second is not postgres  # SQLite: one machine, its writers serialised
+        with one_pass_at_a_time(engine, "decay") as other_job:
+            assert other_job  # each job has its own lock
+    with one_pass_at_a_time(engine, "expire") as after:
+        assert after  # released when the first pass ended
