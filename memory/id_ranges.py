@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from sqlalchemy import ColumnElement, Connection, Engine, and_, select, true
 
+from memory.engine import retrying
 from memory.tables import memories
 
 RANGE_ROWS = 20_000
@@ -29,17 +30,25 @@ Work = Callable[[Connection, ColumnElement[bool]], int]
 
 def in_id_ranges(engine: Engine, work: Work, *, size: int = RANGE_ROWS) -> int:
     """Run `work` once per primary-key range of about `size` rows, each range in its own
-    transaction; return the sum of what it returned."""
+    transaction (retried on transient errors); return the sum of what it returned."""
     if size < 1:
         raise ValueError(f"a range must hold at least one row, not {size}")
     total, low = 0, None
     while True:
-        with engine.begin() as conn:
-            high = _bound_after(conn, low, size)
-            total += work(conn, _between(low, high))
+        done, high = _one_range(engine, work, low, size)
+        total += done
         if high is None:
             return total
         low = high
+
+
+@retrying()
+def _one_range(engine: Engine, work: Work, low: str | None, size: int) -> tuple[int, str | None]:
+    """The range from `low`, in its own transaction (retried whole on a transient
+    error); what `work` did there, and where the next range starts."""
+    with engine.begin() as conn:
+        high = _bound_after(conn, low, size)
+        return work(conn, _between(low, high)), high
 
 
 def _bound_after(conn: Connection, low: str | None, size: int) -> str | None:

@@ -28,8 +28,7 @@ def words_of(content: str) -> frozenset[str]:
 def groups(contents: Sequence[str], bar: float) -> list[list[int]]:
     """Indexes of `contents` that are near-duplicates of each other, one list per
     group of two or more, each in ascending order."""
-    find = _WORD.findall
-    texts = [frozenset(find(c.lower())) for c in contents]  # words_of, inlined: per row
+    texts = [words_of(c) for c in contents]
     buckets: dict[tuple[int, ...], list[int]] = {}
     for i, words in enumerate(texts):
         for key in sketch(words):

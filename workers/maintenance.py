@@ -2,9 +2,9 @@
 
 Expire and decay are set-based UPDATEs, run a primary-key range at a time with a
 transaction per range (`memory.id_ranges`): one pass over the table, however many
-tenants, and never one long transaction; consolidate plans all tenants from one snapshot and applies a
-tenant per transaction; purge deletes a tenant at a time through the forgetting
-path. The same functions back the Celery tasks (beat sends them at configurable
+tenants, and never one long transaction; consolidate plans all tenants from one
+snapshot and applies a tenant per transaction; purge deletes a tenant at a time
+through the forgetting path. The same functions back the Celery tasks (beat sends them at configurable
 cadences) and `nightshift maintain …`. Votes go the other way, through the
 memory writer's queue (the tenant's shard), in batches: `nightshift.votes`.
 """
@@ -91,9 +91,9 @@ def run_job(
     """Run `job` for one tenant or all of them.
 
     Expire and decay are a set-based UPDATE per primary-key range (a single pass
-    over the table, whatever the number of tenants); consolidate plans every tenant from one
-    snapshot and applies tenant by tenant; purge deletes tenant by tenant
-    through the forgetting path, with a tombstone each.
+    over the table, whatever the number of tenants); consolidate plans every
+    tenant from one snapshot and applies tenant by tenant; purge deletes tenant by
+    tenant through the forgetting path, with a tombstone each.
     """
     if job not in JOBS:
         raise ValueError(f"unknown maintenance job {job!r}; one of {', '.join(JOBS)}")
@@ -177,7 +177,6 @@ def _purge(
     return {k: v for k, v in purged.to_json().items() if k != "selector"}
 
 
-@retrying()
 def apply_vote_batch(
     engine: Engine, handle: str, votes: Sequence[Vote], now: datetime
 ) -> reinforcement.VoteReport:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import ColumnElement, Connection, func, select
+from sqlalchemy.exc import OperationalError
 
 from memory import expiry, reinforcement
 from memory.id_ranges import in_id_ranges
@@ -69,6 +70,23 @@ def test_expire_by_ranges_matches_one_pass_and_commits_range_by_range(
     summary = run_job(store.engine, "expire", now=clock())  # picks up the rest
     assert summary.counts["expired"] == 12 - sum(calls)
     assert statuses(store) == {Status.EXPIRED.value: 12, Status.ACTIVE.value: 5}
+
+
+def test_a_transient_error_retries_its_range_alone(store: Store, clock: Clock) -> None:
+    write(store, 12, "old")
+    clock.advance(days=91)
+    attempts: list[int] = []
+
+    def expire_with_one_deadlock(conn: Connection, among: ColumnElement[bool]) -> int:
+        attempts.append(len(attempts))
+        done = expiry.expire(conn, clock(), among=among)
+        if len(attempts) == 2:  # the second range's first try: rolled back, tried again
+            raise OperationalError("UPDATE …", {}, Exception("deadlock detected"))
+        return done
+
+    assert in_id_ranges(store.engine, expire_with_one_deadlock, size=4) == 12
+    assert len(attempts) == 4  # three ranges of 4 rows, and the second one again
+    assert statuses(store) == {Status.EXPIRED.value: 12}
 
 
 def test_a_row_written_during_the_pass_is_in_a_range(store: Store, clock: Clock) -> None:

@@ -14,23 +14,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from memory.records import Candidate, Kind, Provenance, Scope, Source
+from memory.records import Candidate, Source
 from memory.store import Store
 from tests.integration.sql_watch import Plans
+from tests.integration.test_maintenance_support import ANA, candidate
 
 pytestmark = pytest.mark.integration
 
-ANA = Scope("acme", "ana", "triage")
 
-
-def fact(content: str, key: str = "", task: str = "t1") -> Candidate:
-    return Candidate(
-        scope=ANA,
-        kind=Kind.FACT,
-        content=content,
-        key=key,
-        provenance=Provenance(Source.STATED, reference="msg#1", task_id=task, agent="triage"),
-    )
+def fact(content: str, key: str = "", run: str = "t1") -> Candidate:
+    return candidate(content, key=key, source=Source.STATED, run=run)
 
 
 @pytest.fixture
@@ -52,7 +45,7 @@ def test_a_load_reads_the_active_rows_index(filled: Store) -> None:
 
 def test_a_slot_lookup_reads_the_keyed_rows_index(filled: Store) -> None:
     with Plans() as plans:
-        filled.apply([fact("ana lives in Porto", "home", task="t2")], handle="h2", actor="ana")
+        filled.apply([fact("ana lives in Porto", "home", run="t2")], handle="h2", actor="ana")
     assert plans.using("ix_ns_memories_scope_key"), plans.plans
     assert [m.content for m in filled.history(ANA, "home")] == [
         "ana lives in Lisbon",
