@@ -179,6 +179,7 @@ def bulk_load(url: str, count: int, scopes: int) -> None:
             index.create(conn)
         fulltext.create_stored_vector(conn)
         fulltext.index_active_only(conn)
+        fulltext.vector_given(conn)
     print(
         f"  loaded {count} memories: COPY {copied:.0f}s, indexes {time.perf_counter() - started - copied:.0f}s"
     )

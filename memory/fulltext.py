@@ -112,6 +112,22 @@ row version, which then gets no GIN entries: the index was the dearest part of
 expiry, supersession and consolidation. Searches carry `status = 'active'` as a
 literal (`memory.tables.ACTIVE_ROW`), so the planner can use the partial index."""
 
+SEARCH_VECTOR = "to_tsvector('english', content)"
+"""What `search_vector` holds: the expression a writer may compute as it inserts."""
+
+POSTGRES_VECTOR_GIVEN = (
+    "DROP TRIGGER IF EXISTS ns_memories_search_vector ON ns_memories",
+    "DROP TRIGGER IF EXISTS ns_memories_search_vector_missing ON ns_memories",
+    "CREATE TRIGGER ns_memories_search_vector BEFORE UPDATE OF content "
+    "ON ns_memories FOR EACH ROW EXECUTE FUNCTION ns_memories_search_vector()",
+    "CREATE TRIGGER ns_memories_search_vector_missing BEFORE INSERT ON ns_memories "
+    "FOR EACH ROW WHEN (NEW.search_vector IS NULL) EXECUTE FUNCTION ns_memories_search_vector()",
+)
+"""Revision 0009_search_vector_given: an INSERT that brings the vector keeps it. The
+memory writer computes `SEARCH_VECTOR` in its INSERT (`memory.pending`), which
+spares each row a PL/pgSQL call; the trigger fills it for any INSERT that leaves
+it out, and every change of content recomputes it as before."""
+
 FULLTEXT_TABLES = frozenset(
     {
         "ns_memories_fts",
@@ -138,6 +154,14 @@ def index_active_only(conn: Connection) -> None:
     """PostgreSQL only: the GIN index over active rows alone (a no-op on SQLite)."""
     if _is_postgres(conn):
         for statement in POSTGRES_ACTIVE_INDEX:
+            conn.exec_driver_sql(statement)
+
+
+def vector_given(conn: Connection) -> None:
+    """PostgreSQL only: the trigger computes `search_vector` only when an INSERT
+    leaves it out (a no-op on SQLite)."""
+    if _is_postgres(conn):
+        for statement in POSTGRES_VECTOR_GIVEN:
             conn.exec_driver_sql(statement)
 
 
@@ -224,6 +248,7 @@ def _after_create(target: object, conn: Connection, **kw: object) -> None:
     create(conn)
     create_stored_vector(conn)
     index_active_only(conn)
+    vector_given(conn)
 
 
 event.listen(metadata, "after_create", _after_create)

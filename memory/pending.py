@@ -16,15 +16,16 @@ committed with it or not at all.
 from __future__ import annotations
 
 import enum
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import orjson
 from sqlalchemy import Connection
 
 from memory import queries
+from memory.fulltext import SEARCH_VECTOR
 from memory.port import AuditEntry
 from memory.receipts import WriteReceipt
 from memory.records import Memory, content_hash
@@ -129,12 +130,21 @@ _RECEIPT_COLUMNS = (
 )
 
 
-def _rows(table: str, columns: Sequence[tuple[str, str]]) -> str:
-    """`(columns) SELECT …` from the `table` list of the JSON document. Nested JSON
-    (audit detail, receipt decisions) is stored as its text, exactly as
-    `json.dumps` wrote it: the `json` type keeps its input verbatim."""
-    names = ", ".join(name for name, _ in columns)
-    values = ", ".join(f"{name}::text" if kind == "json" else name for name, kind in columns)
+def _rows(
+    table: str, columns: Sequence[tuple[str, str]], computed: Mapping[str, str] | None = None
+) -> str:
+    """`(columns) SELECT …` from the `table` list of the JSON document, plus the
+    `computed` columns (name → SQL over the others). Nested JSON (audit detail,
+    receipt decisions) is stored as its text, exactly as it was written: the
+    `json` type keeps its input verbatim."""
+    computed = computed or {}
+    names = ", ".join([*(name for name, _ in columns), *computed])
+    values = ", ".join(
+        [
+            *(f"{name}::text" if kind == "json" else name for name, kind in columns),
+            *computed.values(),
+        ]
+    )
     types = ", ".join(f"{name} {kind}" for name, kind in columns)
     return f"({names}) SELECT {values} FROM json_to_recordset(%({table})s::json) AS r({types})"
 
@@ -160,7 +170,7 @@ WITH updated AS (
         AS u({", ".join(f"{name} {kind}" for name, kind in _UPDATE_COLUMNS)})
     WHERE m.id = u.id
 ), new_memories AS (
-    INSERT INTO ns_memories {_rows("memories", _MEMORY_COLUMNS)}
+    INSERT INTO ns_memories {_rows("memories", _MEMORY_COLUMNS, {"search_vector": SEARCH_VECTOR})}
 ), superseded AS (
     UPDATE ns_memories AS m
     SET status = 'superseded', superseded_at = s.at, valid_to = s.at,
@@ -179,6 +189,8 @@ UPDATE only reaches rows that existed before the statement), so running them
 against one snapshot is what the separate statements did. A data-modifying CTE
 runs to completion whether or not anything reads it, so none returns rows and the
 statement has no result set (nothing to describe, copy or build metadata for).
+New rows bring their search vector, which spares each a trigger call
+(`memory.fulltext.POSTGRES_VECTOR_GIVEN`).
 
 The rows travel as one JSON text per table rather than as bound values: psycopg2
 interpolates parameters into the statement, and PostgreSQL then plans every
@@ -219,7 +231,11 @@ def _flush_postgres(conn: Connection, pending: PendingWrites) -> None:
         ],
     }
     tables["updates"] = [_update_row(i, changes, iso) for i, changes in pending.updates.items()]
-    params: dict[str, object] = {name: json.dumps(rows) for name, rows in tables.items()}
+    # orjson: a tenth of `json.dumps`'s time for the same text, less its spaces.
+    params: dict[str, object] = {
+        name: orjson.dumps(rows, option=orjson.OPT_NON_STR_KEYS).decode()
+        for name, rows in tables.items()
+    }
     params.update(
         {
             "old_ids": [old for old, _, _ in pending.successors],

@@ -49,17 +49,22 @@ class SqlBackend(MemoryBackend):
     def batch(self, ops: Sequence[Op]) -> list[Any]:
         if not any(isinstance(op, WRITE_OPS) for op in ops):
             return self._read(ops)
-        write = self._write
         if (
             len(ops) == 1
             and isinstance(ops[0], ApplyOp)
             and self.engine.dialect.name == "postgresql"
         ):
-            write = self._apply_in_one_statement
+            try:
+                return self._apply_in_one_statement(ops)
+            except exc.IntegrityError:
+                # Its handle was applied before (the receipt's primary key), or a
+                # concurrent writer stored one of its keys first: nothing of the
+                # statement landed. The ordinary way reads the receipt first.
+                pass
         try:
-            return write(ops)
+            return self._write(ops)
         except exc.IntegrityError:
-            return write(ops)
+            return self._write(ops)
 
     @retrying()
     def _read(self, ops: Sequence[Op]) -> list[Any]:
@@ -72,9 +77,15 @@ class SqlBackend(MemoryBackend):
         """One apply on PostgreSQL: its reads, then all its writes as one statement
         (`memory.pending`), on an autocommit connection. The statement is atomic and
         commits as it ends, so the apply stays all-or-nothing without BEGIN and COMMIT
-        round trips; the reads come before every write, in read committed as before."""
+        round trips; the reads come before every write, in read committed as before.
+
+        It does not ask whether its handle was applied before: the receipt's primary
+        key answers that as the statement runs. A replay fails the statement, which
+        leaves nothing behind, and `batch` applies it again the ordinary way, which
+        finds the stored receipt. A replay is rare (a redelivered message); a first
+        apply, the common case, saves the read."""
         with autocommit(self.engine) as conn:
-            rows = SqlRows(conn, queue_updates=True)
+            rows = SqlRows(conn, queue_updates=True, receipt_by_key=True)
             results = [perform(rows, op) for op in ops]
             rows.flush()
             return results
@@ -96,12 +107,17 @@ class SqlRows:
     update, or the commit (`flush`): an apply's writes cost one round trip.
     """
 
-    def __init__(self, conn: Connection, *, queue_updates: bool = False) -> None:
+    def __init__(
+        self, conn: Connection, *, queue_updates: bool = False, receipt_by_key: bool = False
+    ) -> None:
         self.conn = conn
         self.pending = PendingWrites()
         # Queue direct updates too (an apply's only kind): they then travel with the
         # other writes in one statement. Only where nothing reads an update's result.
         self.queue_updates = queue_updates
+        # Leave "was this handle applied?" to the receipt's primary key (see
+        # `SqlBackend._apply_in_one_statement`).
+        self.receipt_by_key = receipt_by_key
         # The rows of the last load's pools, whole: a load's `by_ids` of its
         # winners is answered from them (see `ranking_queries.load_pools`).
         self.pooled: tuple[tuple[Scope, ...], dict[str, Any]] = ((), {})
@@ -153,6 +169,8 @@ class SqlRows:
         self.pending.receipts.append(receipt)
 
     def get_receipt(self, handle: str) -> WriteReceipt | None:
+        if self.receipt_by_key:
+            return None
         self._before_read()
         return queries.get_receipt(self.conn, handle)
 

@@ -60,8 +60,9 @@ def test_an_apply_sends_its_writes_as_one_statement(engine: Engine, store: Store
     assert outcomes == [Outcome.STORED] * 5 + [Outcome.SUPERSEDED]
     writes = [s for s in statements.seen if s not in ("SELECT", "BEGIN", "PRAGMA")]
     if engine.dialect.name == "postgresql":
-        # receipt look-up, existing rows, then everything else in one statement
-        assert statements.seen == ["SELECT", "SELECT", "WITH"]
+        # existing rows, then everything else in one statement; the receipt's
+        # primary key says whether the handle was applied before
+        assert statements.seen == ["SELECT", "WITH"]
     else:
         assert writes  # SQLite runs the plain statements, in process
     # …and nothing of what that statement carried was lost.
@@ -187,7 +188,24 @@ def test_a_batch_over_several_scopes_finds_each_scope_s_rows(engine: Engine, sto
     assert [m.content for m in store.history(ANA, "plan")] == ["ana's plan v1", "ana's plan v2"]
     assert [m.content for m in store.history(other, "plan")] == ["bob's plan v1", "bob's plan v2"]
     if engine.dialect.name == "postgresql":
-        assert statements.seen == ["SELECT", "SELECT", "WITH"]
+        assert statements.seen == ["SELECT", "WITH"]
+
+
+def test_a_replayed_handle_gets_its_receipt_and_changes_nothing(store: Store) -> None:
+    """On PostgreSQL the replay fails its one statement on the receipt's key, then
+    runs the ordinary way and finds the receipt; elsewhere it finds it first."""
+    first = store.apply(
+        [candidate("plan: v1", key="plan"), candidate("a note")], handle="h", actor="w"
+    )
+    audited = store.audit("acme")
+    again = store.apply(
+        [candidate("plan: v2", key="plan", task="run-2"), candidate("another note")],
+        handle="h",
+        actor="w",
+    )
+    assert again == first
+    assert sorted(m.content for m in store.show(ANA)) == ["a note", "plan: v1"]
+    assert store.audit("acme") == audited
 
 
 def test_an_apply_that_fails_on_postgresql_leaves_nothing_behind(pg_store: Store) -> None:
@@ -218,3 +236,31 @@ def test_a_connection_whose_prepared_statements_keep_vanishing_stops_preparing(
     with Statements() as statements:
         assert pg_store.load(ANA, goal="renewal") == first
     assert statements.seen == ["SELECT"]
+
+
+def test_every_row_gets_its_search_vector_however_it_was_written(
+    pg_engine: Engine, pg_store: Store
+) -> None:
+    """The writer's INSERT brings the vector; any other INSERT leaves it to the
+    trigger; an edit recomputes it. All three agree with `to_tsvector`."""
+    pg_store.apply([candidate("renewal due in March", key="renewal")], handle="h", actor="w")
+    [written] = pg_store.show(ANA)
+    pg_store.edit(ANA, written.id, version=written.version, content="renewal moved", actor="op")
+    with pg_engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO ns_memories (id, tenant, user_id, agent_id, kind, key, content,"
+            " content_hash, status, source, confidence, reference, run_id, task_id, agent,"
+            " subagent, schedule, subject, idempotency_key, version, score, created_at,"
+            " valid_from, last_reinforced_at) SELECT 'plain', tenant, user_id, agent_id, kind,"
+            " '', 'invoices go to finance', 'x', status, source, confidence, reference, run_id,"
+            " task_id, agent, subagent, schedule, subject, 'plain', 1, 1.0, created_at,"
+            " valid_from, last_reinforced_at FROM ns_memories"
+        )
+        vectors = conn.exec_driver_sql(
+            "SELECT content, search_vector::text,"
+            " search_vector = to_tsvector('english', content) FROM ns_memories ORDER BY content"
+        ).all()
+    assert vectors == [
+        ("invoices go to finance", "'financ':4 'go':2 'invoic':1", True),
+        ("renewal moved", "'move':2 'renew':1", True),
+    ]
