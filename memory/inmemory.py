@@ -17,7 +17,7 @@ import dataclasses
 import math
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -36,7 +36,7 @@ from memory.port import (
 )
 from memory.receipts import WriteReceipt
 from memory.records import Memory, Scope, Status
-from memory.unit import perform
+from memory.unit import Existing, perform
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -122,10 +122,11 @@ class InMemoryRows:
         found = (self.active_by_key(scope, key) for scope, key in pairs)
         return {(m.scope, m.key): m for m in found if m is not None}
 
-    def existing(
+    def ask_existing(
         self, idempotency: Sequence[tuple[Scope, str]], slots: Sequence[tuple[Scope, str]]
-    ) -> tuple[dict[tuple[Scope, str], Memory], dict[tuple[Scope, str], Memory]]:
-        return self.by_idempotency_keys(idempotency), self.active_by_keys(slots)
+    ) -> Callable[[], Existing]:
+        found = self.by_idempotency_keys(idempotency), self.active_by_keys(slots)
+        return lambda: found
 
     def insert_many(self, memories: Sequence[Memory]) -> None:
         for memory in memories:

@@ -9,7 +9,7 @@ key first makes the batch replay, and the replay finds its rows.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +18,7 @@ from sqlalchemy import Connection, Engine, exc
 from memory import queries, ranking_queries
 from memory.engine import autocommit, retrying
 from memory.loading import Ranked
+from memory.meanwhile import Meanwhile
 from memory.pending import PendingWrites
 from memory.port import (
     WRITE_OPS,
@@ -34,7 +35,7 @@ from memory.port import (
 from memory.receipts import WriteReceipt
 from memory.records import Memory, Scope
 from memory.tables import metadata
-from memory.unit import perform
+from memory.unit import Existing, perform
 
 
 class SqlBackend(MemoryBackend):
@@ -137,11 +138,16 @@ class SqlRows:
         self._before_read()
         return queries.active_by_key(self.conn, scope, key)
 
-    def existing(
+    def ask_existing(
         self, idempotency: Sequence[tuple[Scope, str]], slots: Sequence[tuple[Scope, str]]
-    ) -> tuple[dict[tuple[Scope, str], Memory], dict[tuple[Scope, str], Memory]]:
+    ) -> Callable[[], Existing]:
+        """On PostgreSQL the read runs in a thread (`memory.meanwhile`) while the
+        caller goes on; SQLite answers in process, at once."""
         self._before_read()
-        return queries.existing(self.conn, idempotency, slots)
+        if self.conn.dialect.name == "postgresql":
+            return Meanwhile(lambda: queries.existing(self.conn, idempotency, slots))
+        found = queries.existing(self.conn, idempotency, slots)
+        return lambda: found
 
     def insert_many(self, memories: Sequence[Memory]) -> None:
         self.pending.memories.extend(memories)

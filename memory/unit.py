@@ -8,7 +8,7 @@ trail — live in `memory.writing` and run unchanged on SQL and in memory.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -32,16 +32,21 @@ from memory.receipts import WriteReceipt
 from memory.records import Memory, Scope
 from memory.writing import apply, edit, review
 
+Existing = tuple[dict[tuple[Scope, str], Memory], dict[tuple[Scope, str], Memory]]
+"""What an apply reads first: rows by (scope, idempotency key), active rows by (scope, key)."""
+
 
 class RowAccess(Protocol):
     """Row-level access inside one open transaction. Reads filter by `readable` themselves."""
 
     def active_by_key(self, scope: Scope, key: str) -> Memory | None: ...
 
-    def existing(
+    def ask_existing(
         self, idempotency: Sequence[tuple[Scope, str]], slots: Sequence[tuple[Scope, str]]
-    ) -> tuple[dict[tuple[Scope, str], Memory], dict[tuple[Scope, str], Memory]]:
-        """Rows holding these idempotency keys, and the active row of each slot."""
+    ) -> Callable[[], Existing]:
+        """Rows holding these idempotency keys, and the active row of each slot: asked
+        now, answered when the returned function is called (a backend may let the
+        database work meanwhile). Call it once, before any other use of the rows."""
         ...
 
     def insert_many(self, memories: Sequence[Memory]) -> None: ...

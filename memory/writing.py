@@ -22,7 +22,14 @@ import os
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from memory.policy import DEFAULT_CONFIG, Action, AgentRules, effective_confidence, judge
+from memory.policy import (
+    DEFAULT_CONFIG,
+    Action,
+    AgentRules,
+    Verdict,
+    effective_confidence,
+    judge,
+)
 from memory.port import (
     ApplyOp,
     AuditEntry,
@@ -48,11 +55,17 @@ def apply(rows: RowAccess, op: ApplyOp) -> WriteReceipt:
     earlier = rows.get_receipt(op.handle)
     if earlier is not None:
         return earlier
-    batch = _Batch(rows, op.candidates)
-    rules: dict[str, AgentRules] = {}
+    keys = _Keys(op.candidates)
+    existing = rows.ask_existing(keys.idempotency(op.candidates), keys.slots(op.candidates))
+    try:  # the gate needs no rows: it judges while the backend looks them up
+        rules: dict[str, AgentRules] = {}
+        verdicts = [judge(c, _rules(rules, op, c.provenance.agent)) for c in op.candidates]
+    finally:
+        by_idem, active = existing()
+    batch = _Batch(rows, keys, by_idem, active)
     decisions = tuple(
-        batch.apply_one(i, c, _rules(rules, op, c.provenance.agent), op.now)
-        for i, c in enumerate(op.candidates)
+        batch.apply_one(i, c, verdict, op.now)
+        for i, (c, verdict) in enumerate(zip(op.candidates, verdicts, strict=True))
     )
     batch.flush()
     tenant = op.candidates[0].scope.tenant if op.candidates else ""
@@ -150,8 +163,26 @@ def new_memory(
     )
 
 
+class _Keys:
+    """Each candidate's content hash, computed once (it names the default idempotency
+    key and decides "same value" against earlier rows), and its idempotency key."""
+
+    def __init__(self, candidates: tuple[Candidate, ...]) -> None:
+        self.digests = [content_hash(c.content) for c in candidates]
+        self.idempotency_keys = [
+            _idempotency_key(c, digest) for c, digest in zip(candidates, self.digests, strict=True)
+        ]
+
+    def idempotency(self, candidates: tuple[Candidate, ...]) -> list[tuple[Scope, str]]:
+        return [(c.scope, k) for c, k in zip(candidates, self.idempotency_keys, strict=True)]
+
+    @staticmethod
+    def slots(candidates: tuple[Candidate, ...]) -> list[tuple[Scope, str]]:
+        return [(c.scope, c.key) for c in candidates if c.key]
+
+
 class _Batch:
-    """One apply's view of the rows it touches: fetched in two queries, written in one.
+    """One apply's view of the rows it touches: read in one query, written in one.
 
     Existing rows for the batch's idempotency keys and slots are read up front;
     new rows are inserted together at the end, so a batch of N candidates costs a
@@ -159,18 +190,17 @@ class _Batch:
     ones of the same batch (a retry inside a batch, two values for one slot).
     """
 
-    def __init__(self, rows: RowAccess, candidates: tuple[Candidate, ...]) -> None:
+    def __init__(
+        self,
+        rows: RowAccess,
+        keys: _Keys,
+        by_idem: dict[tuple[Scope, str], Memory],
+        active: dict[tuple[Scope, str], Memory],
+    ) -> None:
         self.rows = rows
-        # Each candidate's content hash, computed once: it names the default
-        # idempotency key and decides "same value" against earlier rows.
-        self.digests = [content_hash(c.content) for c in candidates]
-        self.idempotency_keys = [
-            _idempotency_key(c, digest) for c, digest in zip(candidates, self.digests, strict=True)
-        ]
-        self.by_idem, self.active = rows.existing(
-            [(c.scope, k) for c, k in zip(candidates, self.idempotency_keys, strict=True)],
-            [(c.scope, c.key) for c in candidates if c.key],
-        )
+        self.digests = keys.digests
+        self.idempotency_keys = keys.idempotency_keys
+        self.by_idem, self.active = by_idem, active
         self.new: dict[str, Memory] = {}
         self.superseded: dict[str, str] = {}  # existing row id → its successor's id
         self.updated: set[str] = set()  # existing rows changed directly (a retry's new text)
@@ -215,9 +245,8 @@ class _Batch:
         self.active.pop((current.scope, current.key), None)
 
     def apply_one(
-        self, index: int, candidate: Candidate, rules: AgentRules, now: datetime
+        self, index: int, candidate: Candidate, verdict: Verdict, now: datetime
     ) -> Decision:
-        verdict = judge(candidate, rules)
         if verdict.action is Action.REFUSE:
             return Decision(
                 index, Outcome.REFUSED, verdict.kind.value, verdict.rule, verdict.reason
