@@ -44,18 +44,20 @@ def one_of(column: Any, name: str, dialect: str) -> ColumnElement[bool]:
 
 @dataclass(frozen=True, slots=True)
 class DriverStatement:
-    """A PostgreSQL SELECT compiled once to the driver's SQL, run without SQLAlchemy's
+    """A PostgreSQL statement compiled once to the driver's SQL, run without SQLAlchemy's
     per-call statement handling (cache lookup, parameter and result processing),
     and on an autocommit connection as a server-side prepared statement.
 
-    For the statements of the hot path (a run's load), where that handling and
-    the server's planning cost about as much as running the query. Parameters go
+    For the statements of the hot paths (a run's load, the memory writer's one
+    statement), where that handling and the server's parsing and planning cost
+    about as much as running the statement. Parameters go
     to psycopg2 as they are, so datetimes must be aware; result values are the
     driver's (aware datetimes in the session's time zone).
 
     Prepared statements are planned generically after a few runs. That is safe
     only for a statement whose best plan does not depend on its values: the load
-    (rows of a few scopes, ranked) is one; a full-text *filter* (`@@`) is not —
+    (rows of a few scopes, ranked) is one, and so is the writer's (rows from JSON,
+    updates by primary key); a full-text *filter* (`@@`) is not —
     a common word makes its generic plan many times slower (`bench/memory_bench.py`
     measures both). Never prepare the latter.
     """
@@ -74,7 +76,12 @@ class DriverStatement:
             for name, value in compiled.construct_params(_check=False).items()
             if value is not None
         }
-        sql = compiled.string
+        return cls.from_sql(compiled.string, constants)
+
+    @classmethod
+    def from_sql(cls, sql: str, constants: Mapping[str, Any] | None = None) -> DriverStatement:
+        """A statement written for the driver (`%(name)s` parameters)."""
+        constants = constants or {}
         names = list(dict.fromkeys(_PLACEHOLDER.findall(sql)))
         numbered = sql
         for i, name in enumerate(names, start=1):

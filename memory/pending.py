@@ -25,6 +25,7 @@ import orjson
 from sqlalchemy import Connection
 
 from memory import queries
+from memory.dialect import DriverStatement
 from memory.fulltext import SEARCH_VECTOR
 from memory.port import AuditEntry
 from memory.receipts import WriteReceipt
@@ -241,6 +242,11 @@ rows by primary key (a JSON set is guessed at 100 rows, and the planner would
 hash-join a scan of the whole table)."""
 
 
+_WRITE_ALL_PREPARED = DriverStatement.from_sql(WRITE_ALL)
+"""Prepared once per connection: parsing and planning the statement cost about a
+millisecond, a fifth of running it for a batch of 50."""
+
+
 def _flush_postgres(conn: Connection, pending: PendingWrites) -> None:
     if pending.updates and any(old in pending.updates for old, _, _ in pending.successors):
         raise ValueError("a row queued for an update and a supersession at once")
@@ -286,7 +292,7 @@ def _flush_postgres(conn: Connection, pending: PendingWrites) -> None:
             "at": [utc(at) for _, _, at in pending.successors],
         }
     )
-    conn.exec_driver_sql(WRITE_ALL, params)
+    _WRITE_ALL_PREPARED.execute(conn, params)
 
 
 class _IsoTimes:

@@ -60,9 +60,10 @@ def test_an_apply_sends_its_writes_as_one_statement(engine: Engine, store: Store
     assert outcomes == [Outcome.STORED] * 5 + [Outcome.SUPERSEDED]
     writes = [s for s in statements.seen if s not in ("SELECT", "BEGIN", "PRAGMA")]
     if engine.dialect.name == "postgresql":
-        # existing rows, then everything else in one statement; the receipt's
-        # primary key says whether the handle was applied before
-        assert statements.seen == ["SELECT", "WITH"]
+        # existing rows, then everything else in one prepared statement (the apply
+        # before prepared it); the receipt's primary key says whether the handle
+        # was applied before
+        assert statements.seen == ["SELECT", "EXECUTE"]
     else:
         assert writes  # SQLite runs the plain statements, in process
     # …and nothing of what that statement carried was lost.
@@ -188,7 +189,7 @@ def test_a_batch_over_several_scopes_finds_each_scope_s_rows(engine: Engine, sto
     assert [m.content for m in store.history(ANA, "plan")] == ["ana's plan v1", "ana's plan v2"]
     assert [m.content for m in store.history(other, "plan")] == ["bob's plan v1", "bob's plan v2"]
     if engine.dialect.name == "postgresql":
-        assert statements.seen == ["SELECT", "WITH"]
+        assert statements.seen == ["SELECT", "EXECUTE"]
 
 
 def test_a_replayed_handle_gets_its_receipt_and_changes_nothing(store: Store) -> None:
@@ -264,3 +265,17 @@ def test_every_row_gets_its_search_vector_however_it_was_written(
         ("invoices go to finance", "'financ':4 'go':2 'invoic':1", True),
         ("renewal moved", "'move':2 'renew':1", True),
     ]
+
+
+def test_an_apply_survives_its_prepared_statement_vanishing(
+    pg_engine: Engine, pg_store: Store
+) -> None:
+    pg_store.apply([candidate("plan: v1", key="plan", task="run-1")], handle="h1", actor="w")
+    with autocommit(pg_engine) as conn:  # the pool hands back the connection the apply used
+        conn.exec_driver_sql("DEALLOCATE ALL")
+    receipt = pg_store.apply(
+        [candidate("plan: v2", key="plan", task="run-2")], handle="h2", actor="w"
+    )
+    assert [d.outcome for d in receipt.decisions] == [Outcome.SUPERSEDED]
+    assert [m.content for m in pg_store.history(ANA, "plan")] == ["plan: v1", "plan: v2"]
+    assert pg_store.receipt("h2") == receipt

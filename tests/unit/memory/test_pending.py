@@ -57,3 +57,32 @@ def test_nothing_queued_is_falsy() -> None:
     assert not queue
     queue.successors.append(("a", "b", datetime(2026, 3, 1, tzinfo=UTC)))
     assert queue
+
+
+def test_rows_share_the_batch_s_not_null_values_and_drop_their_nulls() -> None:
+    rows = [
+        {"handle": "h1", "tenant": "acme", "run_id": "r1", "created_at": "t0", "decisions": []},
+        {"handle": "h2", "tenant": "acme", "run_id": "r2", "created_at": "t0", "decisions": [1]},
+    ]
+    shared, compact = pending._compact("receipts", rows)
+    assert shared == rows[0]  # every receipt column is NOT NULL
+    assert compact == [{}, {"handle": "h2", "run_id": "r2", "decisions": [1]}]
+
+    now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    candidate = Candidate(Scope("acme", "ana"), Kind.FACT, "x", Provenance(Source.STATED))
+    row = pending._memory_row(
+        new_memory(candidate, Kind.FACT, Status.ACTIVE, now, None), pending._IsoTimes()
+    )
+    shared, [compact_row] = pending._compact("memories", [row])
+    assert "valid_to" not in shared and "valid_to" not in compact_row  # nullable, NULL: left out
+    assert shared["user_id"] == "ana" and shared["agent_id"] == ""  # NOT NULL, kept even empty
+
+
+def test_a_nullable_value_stays_in_its_row() -> None:
+    rows = [
+        {"at": "t0", "actor": "w", "tenant": "acme", "action": "a", "memory_id": "m1", "detail": {}},
+        {"at": "t0", "actor": "w", "tenant": "acme", "action": "a", "memory_id": None, "detail": {}},
+    ]
+    shared, compact = pending._compact("audit", rows)
+    assert "memory_id" not in shared  # nullable: never shared, so never taken for another row
+    assert compact == [{"memory_id": "m1"}, {}]
