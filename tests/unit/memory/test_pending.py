@@ -80,8 +80,22 @@ def test_rows_share_the_batch_s_not_null_values_and_drop_their_nulls() -> None:
 
 def test_a_nullable_value_stays_in_its_row() -> None:
     rows = [
-        {"at": "t0", "actor": "w", "tenant": "acme", "action": "a", "memory_id": "m1", "detail": {}},
-        {"at": "t0", "actor": "w", "tenant": "acme", "action": "a", "memory_id": None, "detail": {}},
+        {
+            "at": "t0",
+            "actor": "w",
+            "tenant": "acme",
+            "action": "a",
+            "memory_id": "m1",
+            "detail": {},
+        },
+        {
+            "at": "t0",
+            "actor": "w",
+            "tenant": "acme",
+            "action": "a",
+            "memory_id": None,
+            "detail": {},
+        },
     ]
     shared, compact = pending._compact("audit", rows)
     assert "memory_id" not in shared  # nullable: never shared, so never taken for another row
