@@ -56,7 +56,7 @@ def apply(rows: RowAccess, op: ApplyOp) -> WriteReceipt:
     if earlier is not None:
         return earlier
     keys = _Keys(op.candidates)
-    existing = rows.ask_existing(keys.idempotency(op.candidates), keys.slots(op.candidates))
+    existing = rows.ask_existing(keys.idempotency(), keys.slots())
     try:  # the gate needs no rows: it judges while the backend looks them up
         rules: dict[str, AgentRules] = {}
         verdicts = [judge(c, _rules(rules, op, c.provenance.agent)) for c in op.candidates]
@@ -168,17 +168,19 @@ class _Keys:
     key and decides "same value" against earlier rows), and its idempotency key."""
 
     def __init__(self, candidates: tuple[Candidate, ...]) -> None:
+        self.candidates = candidates
         self.digests = [content_hash(c.content) for c in candidates]
         self.idempotency_keys = [
             _idempotency_key(c, digest) for c, digest in zip(candidates, self.digests, strict=True)
         ]
 
-    def idempotency(self, candidates: tuple[Candidate, ...]) -> list[tuple[Scope, str]]:
-        return [(c.scope, k) for c, k in zip(candidates, self.idempotency_keys, strict=True)]
+    def idempotency(self) -> list[tuple[Scope, str]]:
+        """(scope, idempotency key) of every candidate."""
+        return [(c.scope, k) for c, k in zip(self.candidates, self.idempotency_keys, strict=True)]
 
-    @staticmethod
-    def slots(candidates: tuple[Candidate, ...]) -> list[tuple[Scope, str]]:
-        return [(c.scope, c.key) for c in candidates if c.key]
+    def slots(self) -> list[tuple[Scope, str]]:
+        """(scope, key) of every keyed candidate."""
+        return [(c.scope, c.key) for c in self.candidates if c.key]
 
 
 class _Batch:
