@@ -279,3 +279,26 @@ def test_an_apply_survives_its_prepared_statement_vanishing(
     assert [d.outcome for d in receipt.decisions] == [Outcome.SUPERSEDED]
     assert [m.content for m in pg_store.history(ANA, "plan")] == ["plan: v1", "plan: v2"]
     assert pg_store.receipt("h2") == receipt
+
+
+def test_an_apply_whose_lookup_meets_a_dead_connection_is_retried_and_lands_once(
+    pg_engine: Engine, pg_store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The lookup runs in a thread (`memory.meanwhile`): its disconnect reaches the
+    apply, which retries the whole unit on a new connection."""
+    pg_store.apply([candidate("plan: v1", key="plan", task="run-1")], handle="h1", actor="w")
+    with autocommit(pg_engine) as conn:  # the pooled connection the next apply gets
+        victim = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+    with pg_engine.connect() as other:
+        other.exec_driver_sql(f"SELECT pg_terminate_backend({int(victim)})")
+    receipt = pg_store.apply(
+        [candidate("plan: v2", key="plan", task="run-2"), candidate("a note", task="run-2")],
+        handle="h2",
+        actor="w",
+    )
+    retried = [r.message for r in caplog.records if "Retrying" in r.message]
+    assert len(retried) == 1 and "closed the connection" in retried[0]
+    assert [d.outcome for d in receipt.decisions] == [Outcome.SUPERSEDED, Outcome.STORED]
+    assert [m.content for m in pg_store.history(ANA, "plan")] == ["plan: v1", "plan: v2"]
+    assert len(pg_store.show(ANA, all_statuses=True)) == 3
+    assert pg_store.receipt("h2") == receipt
