@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import psycopg  # noqa: E402
 from langgraph.store.base import PutOp  # noqa: E402
 from langgraph.store.postgres import PostgresStore  # noqa: E402
+from sqlalchemy import Engine, event  # noqa: E402
 
 from bench.memory_data import (  # noqa: E402
     COLUMNS,
@@ -72,19 +73,47 @@ def chunks(items: Sequence[Candidate], size: int) -> list[Sequence[Candidate]]:
 # -- (a) write throughput ----------------------------------------------------------------
 
 
+class StatementClock:
+    """Time each statement nightshift's engines send, from the driver call to its end
+    (round trip included), summed by its first word: where an apply's time goes."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = {}
+        self._started: dict[int, float] = {}
+
+    def __enter__(self) -> StatementClock:
+        event.listen(Engine, "before_cursor_execute", self._before)
+        event.listen(Engine, "after_cursor_execute", self._after)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        event.remove(Engine, "before_cursor_execute", self._before)
+        event.remove(Engine, "after_cursor_execute", self._after)
+
+    def _before(self, conn: object, cursor: object, statement: str, *args: object) -> None:
+        self._started[id(cursor)] = time.perf_counter()
+
+    def _after(self, conn: object, cursor: object, statement: str, *args: object) -> None:
+        word = statement.lstrip().split(None, 1)[0].upper()
+        elapsed = time.perf_counter() - self._started.pop(id(cursor))
+        self.spent[word] = self.spent.get(word, 0.0) + elapsed
+
+
 def write_interleaved(
-    ns_url: str, lg_url: str, batches: list[Sequence[Candidate]], tag: str
+    ns_url: str, lg_url: str, batches: list[Sequence[Candidate]], tag: str, clock: StatementClock
 ) -> tuple[float, float]:
     """Seconds spent by `Store.apply` and by LangGraph's `batch` on the same batches.
 
     The two run batch by batch in turn (which one goes first alternates), each on
     its own fresh database, so both see the same moments of a noisy machine.
+    `clock` sums the time of nightshift's statements (LangGraph's driver is not
+    SQLAlchemy's, so it is not counted).
     """
     engine = open_engine(ns_url)
     schema.upgrade(engine)
     store = Store(engine)
     spent = [0.0, 0.0]
-    with PostgresStore.from_conn_string(_libpq(lg_url)) as lg:
+    with PostgresStore.from_conn_string(_libpq(lg_url)) as lg, clock:
         lg.setup()
 
         def ns_write(i: int, batch: Sequence[Candidate]) -> None:
@@ -132,9 +161,10 @@ def bench_writes(admin: str, count: int, batch: int, rounds: int) -> None:
     batches = chunks(items, batch)
     rates: dict[str, list[float]] = {"nightshift": [], "langgraph": [], "copy": []}
     ratios = []
+    clock = StatementClock()
     for r in range(rounds):
         with fresh_database(admin) as ns_url, fresh_database(admin) as lg_url:
-            ns_seconds, lg_seconds = write_interleaved(ns_url, lg_url, batches, str(r))
+            ns_seconds, lg_seconds = write_interleaved(ns_url, lg_url, batches, str(r), clock)
         rates["nightshift"].append(count / ns_seconds)
         rates["langgraph"].append(count / lg_seconds)
         ratios.append(lg_seconds / ns_seconds)
@@ -158,6 +188,15 @@ def bench_writes(admin: str, count: int, batch: int, rounds: int) -> None:
         f" measured side by side: {', '.join(f'{x:.2f}' for x in ratios)})"
     )
     print(f"  ratio nightshift / raw COPY:      {med['nightshift'] / med['copy']:.2f}x")
+    per_batch = 1000 / (rounds * len(batches))
+    lookup = clock.spent.get("SELECT", 0.0) * per_batch
+    write = sum(clock.spent.get(w, 0.0) for w in ("EXECUTE", "WITH", "PREPARE")) * per_batch
+    total = statistics.median(rates["nightshift"])
+    print(
+        f"  nightshift per batch of {batch}: {1000 * batch / total:.2f} ms in all; its statements,"
+        f" round trips included: the lookup {lookup:.2f} ms (beside the gate, in a thread),"
+        f" the write {write:.2f} ms; the rest is Python"
+    )
 
 
 # -- (b) load latency --------------------------------------------------------------------
