@@ -100,3 +100,12 @@ def test_a_nullable_value_stays_in_its_row() -> None:
     shared, compact = pending._compact("audit", rows)
     assert "memory_id" not in shared  # nullable: never shared, so never taken for another row
     assert compact == [{"memory_id": "m1"}, {}]
+
+
+def test_a_none_in_a_not_null_column_is_refused_not_filled_in() -> None:
+    rows = [
+        {"handle": "h1", "tenant": "acme", "run_id": "r1", "created_at": "t0", "decisions": []},
+        {"handle": "h2", "tenant": None, "run_id": "r2", "created_at": "t0", "decisions": []},
+    ]
+    with pytest.raises(ValueError, match="receipts.tenant is NOT NULL"):
+        pending._compact("receipts", rows)
