@@ -185,9 +185,9 @@ def _compact(
         kept: dict[str, object] = {}
         for name, value in row.items():
             if name in required:
-                if value != shared[name] or value is None:
-                    if value is None:
-                        raise ValueError(f"{table}.{name} is NOT NULL; a row holds None")
+                if value is None:
+                    raise ValueError(f"{table}.{name} is NOT NULL; a row holds None")
+                if value != shared[name]:
                     kept[name] = value
             elif value is not None:
                 kept[name] = value
