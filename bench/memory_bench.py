@@ -52,6 +52,7 @@ from bench.memory_data import (  # noqa: E402
     scope_of,
 )
 from memory import fulltext  # noqa: E402
+from memory.dialect import GENERIC_PLAN  # noqa: E402
 from memory.engine import open_engine  # noqa: E402
 from memory.queries import to_values  # noqa: E402
 from memory.records import Candidate, Status  # noqa: E402
@@ -94,7 +95,7 @@ class StatementClock:
         self._started[id(cursor)] = time.perf_counter()
 
     def _after(self, conn: object, cursor: object, statement: str, *args: object) -> None:
-        word = statement.lstrip().split(None, 1)[0].upper()
+        word = statement.lstrip().removeprefix(GENERIC_PLAN).split(None, 1)[0].upper()
         elapsed = time.perf_counter() - self._started.pop(id(cursor))
         self.spent[word] = self.spent.get(word, 0.0) + elapsed
 

@@ -30,7 +30,7 @@ from memory.dialect import DriverStatement, one_of
 from memory.expiry import DEFAULT_TTL, TtlConfig, cutoff_param, cutoff_values, within_ttl
 from memory.loading import Ranked
 from memory.queries import ROW, ScopeOrScopes, readable_params, scope_params
-from memory.records import Kind, Memory, Scope
+from memory.records import KINDS, Kind, Memory, Scope
 from memory.tables import ACTIVE_ROW, memories, utc
 
 
@@ -67,7 +67,7 @@ def ranking_pool(
     if words:
         params["match"] = fulltext.match_text(list(words), conn.dialect.name)
     return [
-        (Ranked(r[0], Kind(r[1]), r[2], r[3], r[4], r[5]), float(r[6]))
+        (Ranked(r[0], KINDS[r[1]], r[2], r[3], r[4], r[5]), float(r[6]))
         for r in conn.execute(statement, params)
     ]
 
@@ -118,7 +118,7 @@ def load_pools(
     at = {name: names.index(name) for name in _RANKED_COLUMNS}
     i_id, i_kind, i_content, i_conf, i_score, i_last, i_rel, i_pool = at.values()
     for r in result:
-        ranked = Ranked(r[i_id], Kind(r[i_kind]), r[i_content], r[i_conf], r[i_score], r[i_last])
+        ranked = Ranked(r[i_id], KINDS[r[i_kind]], r[i_content], r[i_conf], r[i_score], r[i_last])
         pools[r[i_pool]].append((ranked, float(r[i_rel])))
         rows[ranked.id] = (names, r)
     return pools[0], pools[1], rows

@@ -9,6 +9,13 @@ from typing import Any
 
 from sqlalchemy import Engine, event
 
+from memory.dialect import GENERIC_PLAN
+
+
+def _statement(sent: str) -> str:
+    """The statement the store runs, without the plan setting sent in front of it."""
+    return sent.lstrip().removeprefix(GENERIC_PLAN).lstrip()
+
 
 class Statements:
     """The SQL statements sent in the `with` block, first word only (SELECT, WITH,
@@ -25,7 +32,7 @@ class Statements:
         event.remove(Engine, "before_cursor_execute", self._record)
 
     def _record(self, conn: object, cursor: object, statement: str, *args: object) -> None:
-        self.seen.append(statement.split(None, 1)[0].upper())
+        self.seen.append(_statement(statement).split(None, 1)[0].upper())
 
 
 class Plans:
@@ -44,8 +51,9 @@ class Plans:
     def __exit__(self, *exc: object) -> None:
         event.remove(Engine, "after_cursor_execute", self._explain)
 
-    def _explain(self, conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        if self._busy or not statement.lstrip().upper().startswith(("SELECT", "EXECUTE")):
+    def _explain(self, conn: Any, cursor: Any, sent: str, parameters: Any, *_: Any) -> None:
+        statement = _statement(sent)
+        if self._busy or not statement.upper().startswith(("SELECT", "EXECUTE")):
             return
         self._busy = True
         own = conn.connection.dbapi_connection.cursor()

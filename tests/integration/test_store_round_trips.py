@@ -128,6 +128,20 @@ def test_a_load_survives_a_session_that_already_holds_its_prepared_statement(
     assert pg_store.load(ANA, goal="renewal") == first
 
 
+def test_loads_run_their_generic_plan_planned_once(pg_engine: Engine, pg_store: Store) -> None:
+    pg_store.apply([candidate(f"renewal note {i}") for i in range(3)], handle="h", actor="w")
+    for _ in range(8):  # left to PostgreSQL, these would all be custom plans
+        pg_store.load(ANA, goal="renewal")
+    with autocommit(pg_engine) as conn:  # the connection the loads used, and its session
+        plans = conn.exec_driver_sql(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE position('ranked' in statement) > 0"
+        ).all()
+        mode = conn.exec_driver_sql("SHOW plan_cache_mode").scalar()
+    assert plans == [(8, 0)]
+    assert mode == "auto"  # the setting lived only as long as each load
+
+
 @pytest.mark.parametrize("retry_first", [True, False], ids=["retry-then-slot", "slot-then-retry"])
 def test_a_row_retried_and_superseded_in_one_batch_is_written_once(
     store: Store, retry_first: bool
