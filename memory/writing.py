@@ -133,33 +133,35 @@ def new_memory(
 ) -> Memory:
     """The row a candidate becomes (fresh id, version 1)."""
     p = candidate.provenance
+    # Positional, in field order, as `Memory.from_row`: the writer makes one per
+    # stored candidate, and a frozen record's keyword call costs half as much again.
     return Memory(
-        id=new_id(now),
-        scope=candidate.scope,
-        kind=kind,
-        content=candidate.content,
-        key=candidate.key,
-        status=status,
-        source=p.source,
-        confidence=effective_confidence(candidate),
-        reference=p.reference or candidate.evidence,
-        run_id=p.run_id,
-        task_id=p.task_id,
-        agent=p.agent,
-        subagent=p.subagent,
-        schedule=p.schedule,
-        subject=p.subject,
-        idempotency_key=idempotency_key or candidate.effective_idempotency_key(),
-        version=1,
-        score=1.0,
-        created_at=now,
-        valid_from=now,
-        valid_to=candidate.valid_to,
-        superseded_at=None,
-        supersedes_id=supersedes_id,
-        superseded_by_id=None,
-        last_reinforced_at=now,
-        last_used_at=None,
+        new_id(now),
+        candidate.scope,
+        kind,
+        candidate.content,
+        candidate.key,
+        status,
+        p.source,
+        effective_confidence(candidate),
+        p.reference or candidate.evidence,
+        p.run_id,
+        p.task_id,
+        p.agent,
+        p.subagent,
+        p.schedule,
+        p.subject,
+        idempotency_key or candidate.effective_idempotency_key(),
+        1,  # version
+        1.0,  # score
+        now,  # created_at
+        now,  # valid_from
+        candidate.valid_to,
+        None,  # superseded_at
+        supersedes_id,
+        None,  # superseded_by_id
+        now,  # last_reinforced_at
+        None,  # last_used_at
     )
 
 
