@@ -10,7 +10,7 @@ import pytest
 from memory.engine import open_engine
 from memory.records import Candidate, Kind, Provenance, Scope, Source
 from memory.store import Store
-from memory.transfer import ImportFormatError, export_tenant, import_tenant
+from memory.transfer import ImportFormatError, export_tenant, import_tenant, refresh_statistics
 from tests.services import postgres_database
 from workers import schema
 
@@ -100,3 +100,31 @@ def test_a_damaged_file_is_refused_with_its_line_and_imports_nothing(tmp_path: P
         other.engine.begin() as conn,
     ):
         import_tenant(conn, ["{}"])
+
+
+def test_an_import_leaves_postgresql_knowing_the_tables_new_size(tmp_path: Path) -> None:
+    """The planner's statistics follow the import at once (`refresh_statistics`), not
+    at autovacuum's next pass: a plan made for the empty table would read it whole."""
+    source = Store(open_engine(f"sqlite:///{tmp_path / 'a.db'}"))
+    schema.upgrade(source.engine)
+    fill(source)
+    with source.engine.connect() as conn:
+        lines = list(export_tenant(conn, "acme"))
+    with postgres_database() as url:
+        engine = open_engine(url)
+        schema.upgrade(engine)
+
+        def rows_known() -> float:
+            with engine.connect() as conn:
+                return float(
+                    conn.exec_driver_sql(
+                        "SELECT reltuples FROM pg_class WHERE relname = 'ns_memories'"
+                    ).scalar_one()
+                )
+
+        assert rows_known() < 0  # never analyzed
+        with engine.begin() as conn:
+            report = import_tenant(conn, lines)
+        refresh_statistics(engine, report)
+        assert rows_known() == 3
+        engine.dispose()

@@ -18,7 +18,7 @@ import click
 from memory.attachment import AttachmentError, from_path
 from memory.records import ANY, Candidate, Kind, Memory, Provenance, Scope, Source
 from memory.store import LoadBounds
-from memory.transfer import ImportFormatError, export_tenant, import_tenant
+from memory.transfer import ImportFormatError, export_tenant, import_tenant, refresh_statistics
 from workers import runs
 from workers.cli.base import (
     Context,
@@ -231,6 +231,7 @@ def import_(obj: Context, path: str, as_json: bool) -> None:
             report = import_tenant(conn, lines)
     except ImportFormatError as error:
         raise InvalidInput(f"{path}: {error}; nothing was imported") from None
+    refresh_statistics(rt.engine, report)
     if as_json:
         emit_json(report.to_json())
         return
