@@ -5,8 +5,14 @@ write gate over the batch. Neither needs the other, so the read goes to a thread
 and the gate runs meanwhile: the query's round trip and the server's work overlap
 the gate's Python, since psycopg2 lets go of the GIL while it waits on the server.
 
+Measured with the server on the same 2-core machine, the same batches applied
+alternately with and without the thread differ by 1–2%, either way: the server's
+share of the read is small there, about what the thread costs. What the thread
+hides is the wait for the server, so its worth grows with the round trip to a
+server across a network (not measured here: the machine cannot delay loopback).
+
 A thread per call, not a pool: a pool's threads do not survive the fork of a
-Celery worker, and starting one costs far less than the round trip it hides.
+Celery worker, and starting and joining one costs about 0.1 ms.
 `Thread.start` returns once the thread runs, and the thread keeps the GIL until
 it blocks on the server, so the query is sent before the caller goes on.
 """
