@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from celery import Task, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
-from celery.signals import worker_ready
+from celery.signals import worker_init, worker_ready
 
 from memory.engine import retrying
 from memory.records import Candidate
@@ -201,3 +202,14 @@ def _sweep_on_start(sender: Any, **_: Any) -> None:
     app = getattr(sender, "app", None)
     if app is not None and hasattr(app, "nightshift_settings"):
         _sweep(runtime_of(app), utcnow())
+
+
+@worker_init.connect
+def _freeze_what_startup_made(**_: Any) -> None:
+    """What the worker has imported by now lives as long as it does: take it out of
+    the cyclic collector's reach (`gc.freeze`). Without this, about one writer apply
+    in a hundred paid for a full collection over the ~115,000 objects the imports
+    leave, about 30 ms, and a prefork child copies the pages the collector touches
+    instead of sharing them with its parent."""
+    gc.collect()
+    gc.freeze()

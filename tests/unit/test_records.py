@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -7,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memory.loading import bound, rank
+from memory.queries import to_values
 from memory.records import (
     ANY,
     Candidate,
@@ -19,6 +21,7 @@ from memory.records import (
     Status,
     content_hash,
 )
+from memory.writing import new_memory
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -119,3 +122,91 @@ def test_bound_keeps_whole_memories_within_both_limits() -> None:
     items = [memory("a" * 40), memory("b" * 40), memory("c" * 10)]
     assert [m.content[0] for m in bound(items, limit=10, max_chars=85)] == ["a", "b"]
     assert [m.content[0] for m in bound(items, limit=1, max_chars=1000)] == ["a"]
+
+
+def test_a_row_comes_back_as_the_memory_it_was_made_from() -> None:
+    """Every field distinct, so that a value read into the wrong field shows
+    (`Memory.from_row` builds the record positionally)."""
+    at = datetime(2026, 5, 1, tzinfo=UTC)
+    memory = Memory(
+        id="id-1",
+        scope=Scope("tenant-1", "user-1", "agent-1"),
+        kind=Kind.PREFERENCE,
+        content="content-1",
+        key="key-1",
+        status=Status.PENDING_REVIEW,
+        source=Source.INFERRED,
+        confidence=0.42,
+        reference="reference-1",
+        run_id="run-1",
+        task_id="task-1",
+        agent="agent-2",
+        subagent="subagent-1",
+        schedule="schedule-1",
+        subject="subject-1",
+        idempotency_key="idem-1",
+        version=7,
+        score=0.9,
+        created_at=at,
+        valid_from=at + timedelta(seconds=1),
+        valid_to=at + timedelta(seconds=2),
+        superseded_at=at + timedelta(seconds=3),
+        supersedes_id="id-0",
+        superseded_by_id="id-2",
+        last_reinforced_at=at + timedelta(seconds=4),
+        last_used_at=at + timedelta(seconds=5),
+    )
+    assert Memory.from_row(to_values(memory)) == memory
+
+
+def test_a_candidate_becomes_the_row_its_provenance_says() -> None:
+    """`new_memory` builds the record positionally too: every provenance field
+    distinct, each must land in its own field."""
+    at = datetime(2026, 5, 1, tzinfo=UTC)
+    candidate = Candidate(
+        scope=Scope("tenant-1", "user-1", "agent-1"),
+        kind=Kind.FACT,
+        content="content-1",
+        key="key-1",
+        idempotency_key="idem-1",
+        valid_to=at + timedelta(days=1),
+        provenance=Provenance(
+            Source.OBSERVED,
+            reference="reference-1",
+            run_id="run-1",
+            task_id="task-1",
+            agent="agent-2",
+            subagent="subagent-1",
+            schedule="schedule-1",
+            subject="subject-1",
+        ),
+    )
+    memory = new_memory(candidate, Kind.GOAL, Status.PENDING_REVIEW, at, "id-0")
+    assert dataclasses.replace(memory, id="") == Memory(
+        id="",
+        scope=candidate.scope,
+        kind=Kind.GOAL,
+        content="content-1",
+        key="key-1",
+        status=Status.PENDING_REVIEW,
+        source=Source.OBSERVED,
+        confidence=0.8,
+        reference="reference-1",
+        run_id="run-1",
+        task_id="task-1",
+        agent="agent-2",
+        subagent="subagent-1",
+        schedule="schedule-1",
+        subject="subject-1",
+        idempotency_key="idem-1",
+        version=1,
+        score=1.0,
+        created_at=at,
+        valid_from=at,
+        valid_to=at + timedelta(days=1),
+        superseded_at=None,
+        supersedes_id="id-0",
+        superseded_by_id=None,
+        last_reinforced_at=at,
+        last_used_at=None,
+    )
