@@ -24,6 +24,7 @@ Needs the `bench` extra (`pip install -e '.[bench]'`) and a PostgreSQL server
 from __future__ import annotations
 
 import argparse
+import gc
 import random
 import statistics
 import sys
@@ -361,6 +362,10 @@ def main() -> None:
     parser.add_argument("--skip-loads", action="store_true")
     parser.add_argument("--keep", action="store_true", help="Keep the load database.")
     args = parser.parse_args()
+    # As a worker does at start (`workers.tasks`): the imports out of the collector's
+    # reach, for both sides alike.
+    gc.collect()
+    gc.freeze()
     if not args.skip_writes:
         bench_writes(args.postgres_url, args.writes, args.batch, args.rounds)
     if not args.skip_loads:
