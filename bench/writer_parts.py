@@ -27,6 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.memory_bench import chunks  # noqa: E402
 from bench.memory_data import candidates, fresh_database  # noqa: E402
 from memory import pending, queries, writing  # noqa: E402
 from memory.engine import open_engine  # noqa: E402
@@ -110,7 +111,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=50)
     args = parser.parse_args()
     items = candidates(args.writes, scopes=20, batch=args.batch)
-    batches = [items[i : i + args.batch] for i in range(0, len(items), args.batch)]
+    batches = chunks(items, args.batch)
     print(
         f"what each part of an apply costs: {len(batches)} batches of {args.batch},"
         " alternately with and without the part (ABBA), medians per apply"

@@ -124,89 +124,77 @@ def test_bound_keeps_whole_memories_within_both_limits() -> None:
     assert [m.content[0] for m in bound(items, limit=1, max_chars=1000)] == ["a"]
 
 
+DISTINCT = Memory(
+    id="id-1",
+    scope=Scope("tenant-1", "user-1", "agent-1"),
+    kind=Kind.PREFERENCE,
+    content="content-1",
+    key="key-1",
+    status=Status.PENDING_REVIEW,
+    source=Source.INFERRED,
+    confidence=0.42,
+    reference="reference-1",
+    run_id="run-1",
+    task_id="task-1",
+    agent="agent-2",
+    subagent="subagent-1",
+    schedule="schedule-1",
+    subject="subject-1",
+    idempotency_key="idem-1",
+    version=7,
+    score=0.9,
+    created_at=NOW,
+    valid_from=NOW + timedelta(seconds=1),
+    valid_to=NOW + timedelta(seconds=2),
+    superseded_at=NOW + timedelta(seconds=3),
+    supersedes_id="id-0",
+    superseded_by_id="id-2",
+    last_reinforced_at=NOW + timedelta(seconds=4),
+    last_used_at=NOW + timedelta(seconds=5),
+)
+"""Every field distinct, so that a value put into the wrong field shows: `Memory.from_row`
+and `new_memory` build the record positionally."""
+
+
 def test_a_row_comes_back_as_the_memory_it_was_made_from() -> None:
-    """Every field distinct, so that a value read into the wrong field shows
-    (`Memory.from_row` builds the record positionally)."""
-    at = datetime(2026, 5, 1, tzinfo=UTC)
-    memory = Memory(
-        id="id-1",
-        scope=Scope("tenant-1", "user-1", "agent-1"),
-        kind=Kind.PREFERENCE,
-        content="content-1",
-        key="key-1",
-        status=Status.PENDING_REVIEW,
-        source=Source.INFERRED,
-        confidence=0.42,
-        reference="reference-1",
-        run_id="run-1",
-        task_id="task-1",
-        agent="agent-2",
-        subagent="subagent-1",
-        schedule="schedule-1",
-        subject="subject-1",
-        idempotency_key="idem-1",
-        version=7,
-        score=0.9,
-        created_at=at,
-        valid_from=at + timedelta(seconds=1),
-        valid_to=at + timedelta(seconds=2),
-        superseded_at=at + timedelta(seconds=3),
-        supersedes_id="id-0",
-        superseded_by_id="id-2",
-        last_reinforced_at=at + timedelta(seconds=4),
-        last_used_at=at + timedelta(seconds=5),
-    )
-    assert Memory.from_row(to_values(memory)) == memory
+    assert Memory.from_row(to_values(DISTINCT)) == DISTINCT
 
 
 def test_a_candidate_becomes_the_row_its_provenance_says() -> None:
-    """`new_memory` builds the record positionally too: every provenance field
-    distinct, each must land in its own field."""
-    at = datetime(2026, 5, 1, tzinfo=UTC)
+    m = DISTINCT
     candidate = Candidate(
-        scope=Scope("tenant-1", "user-1", "agent-1"),
+        scope=m.scope,
         kind=Kind.FACT,
-        content="content-1",
-        key="key-1",
-        idempotency_key="idem-1",
-        valid_to=at + timedelta(days=1),
+        content=m.content,
+        key=m.key,
+        idempotency_key=m.idempotency_key,
+        valid_to=m.valid_to,
         provenance=Provenance(
             Source.OBSERVED,
-            reference="reference-1",
-            run_id="run-1",
-            task_id="task-1",
-            agent="agent-2",
-            subagent="subagent-1",
-            schedule="schedule-1",
-            subject="subject-1",
+            reference=m.reference,
+            run_id=m.run_id,
+            task_id=m.task_id,
+            agent=m.agent,
+            subagent=m.subagent,
+            schedule=m.schedule,
+            subject=m.subject,
         ),
     )
-    memory = new_memory(candidate, Kind.GOAL, Status.PENDING_REVIEW, at, "id-0")
-    assert dataclasses.replace(memory, id="") == Memory(
-        id="",
-        scope=candidate.scope,
+    made = new_memory(candidate, Kind.GOAL, Status.ACTIVE, NOW, m.supersedes_id)
+    assert made == dataclasses.replace(
+        m,
+        id=made.id,  # fresh
         kind=Kind.GOAL,
-        content="content-1",
-        key="key-1",
-        status=Status.PENDING_REVIEW,
+        status=Status.ACTIVE,
         source=Source.OBSERVED,
-        confidence=0.8,
-        reference="reference-1",
-        run_id="run-1",
-        task_id="task-1",
-        agent="agent-2",
-        subagent="subagent-1",
-        schedule="schedule-1",
-        subject="subject-1",
-        idempotency_key="idem-1",
+        confidence=0.8,  # the source's
         version=1,
         score=1.0,
-        created_at=at,
-        valid_from=at,
-        valid_to=at + timedelta(days=1),
+        created_at=NOW,
+        valid_from=NOW,
         superseded_at=None,
-        supersedes_id="id-0",
         superseded_by_id=None,
-        last_reinforced_at=at,
+        last_reinforced_at=NOW,
         last_used_at=None,
     )
+    assert made.id != m.id
