@@ -52,9 +52,10 @@ from bench.memory_data import (  # noqa: E402
     rows,
     scope_of,
 )
-from memory import fulltext  # noqa: E402
-from memory.dialect import GENERIC_PLAN  # noqa: E402
+from memory import fulltext, lookups  # noqa: E402
+from memory.dialect import sent_statement  # noqa: E402
 from memory.engine import open_engine  # noqa: E402
+from memory.pending import WRITE_ALL_PREPARED  # noqa: E402
 from memory.queries import to_values  # noqa: E402
 from memory.records import Candidate, Status  # noqa: E402
 from memory.store import Store  # noqa: E402
@@ -77,7 +78,8 @@ def chunks(items: Sequence[Candidate], size: int) -> list[Sequence[Candidate]]:
 
 class StatementClock:
     """Time each statement nightshift's engines send, from the driver call to its end
-    (round trip included), summed by its first word: where an apply's time goes."""
+    (round trip included), summed by its first word, or for a prepared statement by
+    its name: where an apply's time goes."""
 
     def __init__(self) -> None:
         self.spent: dict[str, float] = {}
@@ -96,7 +98,9 @@ class StatementClock:
         self._started[id(cursor)] = time.perf_counter()
 
     def _after(self, conn: object, cursor: object, statement: str, *args: object) -> None:
-        word = statement.lstrip().removeprefix(GENERIC_PLAN).split(None, 1)[0].upper()
+        word, *rest = sent_statement(statement).split(None, 2)
+        if word.upper() in ("EXECUTE", "PREPARE"):
+            word = rest[0].split("(", 1)[0]
         elapsed = time.perf_counter() - self._started.pop(id(cursor))
         self.spent[word] = self.spent.get(word, 0.0) + elapsed
 
@@ -192,8 +196,8 @@ def bench_writes(admin: str, count: int, batch: int, rounds: int) -> None:
     print(f"  ratio nightshift / raw COPY:      {med['nightshift'] / med['copy']:.2f}x")
     # Means over every batch of every round, all three alike.
     per_batch = 1000 / (rounds * len(batches))
-    lookup = clock.spent.get("SELECT", 0.0) * per_batch
-    write = sum(clock.spent.get(w, 0.0) for w in ("EXECUTE", "WITH", "PREPARE")) * per_batch
+    lookup = sum(clock.spent.get(w, 0.0) for w in ("SELECT", lookups.EXISTING.name)) * per_batch
+    write = sum(clock.spent.get(w, 0.0) for w in ("WITH", WRITE_ALL_PREPARED.name)) * per_batch
     total = sum(count / rate for rate in rates["nightshift"]) * per_batch
     print(
         f"  nightshift per batch of {batch}: {total:.2f} ms in all; its statements,"

@@ -68,6 +68,14 @@ class DriverStatement:
     (rows from JSON, updates by primary key); a full-text *filter* (`@@`) is not —
     a common word makes its generic plan many times slower (`bench/memory_bench.py`
     measures both). Never prepare the latter.
+
+    A generic plan is kept until the table's statistics change, and a table that
+    was never analyzed is planned as ten pages: a plan cached on an empty table
+    (a new deployment, the bench) scanned it whole for every apply, at 7,500 rows
+    5 of the writer's 8 ms, until autovacuum's first ANALYZE. A statement that
+    reaches its rows only by key says so (`by_key`): its plan is then made with
+    sequential scans, hash and merge joins set aside, so it probes an index per
+    row whatever the statistics say.
     """
 
     sql: str
@@ -87,8 +95,11 @@ class DriverStatement:
         return cls.from_sql(compiled.string, constants)
 
     @classmethod
-    def from_sql(cls, sql: str, constants: Mapping[str, Any] | None = None) -> DriverStatement:
-        """A statement written for the driver (`%(name)s` parameters)."""
+    def from_sql(
+        cls, sql: str, constants: Mapping[str, Any] | None = None, *, by_key: bool = False
+    ) -> DriverStatement:
+        """A statement written for the driver (`%(name)s` parameters). `by_key`: every
+        row it reads or changes is found by an index's full key (see the class)."""
         constants = constants or {}
         names = list(dict.fromkeys(_PLACEHOLDER.findall(sql)))
         numbered = sql
@@ -98,7 +109,8 @@ class DriverStatement:
         name = f"ns_{digest}"
         prepare = f"PREPARE {name} AS {numbered.replace('%%', '%')}"
         args = ", ".join(f"%({n})s" for n in names)
-        execute = f"{GENERIC_PLAN} EXECUTE {name}({args})"
+        settings = GENERIC_PLAN + (BY_KEY if by_key else "")
+        execute = f"{settings} EXECUTE {name}({args})"
         return cls(sql, constants, name, prepare, execute)
 
     def execute(self, conn: Connection, params: Mapping[str, Any]) -> Any:
@@ -140,6 +152,20 @@ PLAIN_AFTER_MISSES = 2
 
 GENERIC_PLAN = "SET LOCAL plan_cache_mode = force_generic_plan;"
 """What precedes a prepared statement's EXECUTE (see `DriverStatement`)."""
+
+BY_KEY = (
+    " SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = off;"
+    " SET LOCAL enable_mergejoin = off;"
+)
+"""What also precedes it for a statement that reaches its rows by key."""
+
+_SETTINGS = re.compile(r"\s*(SET LOCAL [^;]*;\s*)*")
+
+
+def sent_statement(sent: str) -> str:
+    """The statement in the text sent to the server, without the settings in front."""
+    match = _SETTINGS.match(sent)
+    return sent[match.end() :] if match else sent
 
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")

@@ -214,7 +214,7 @@ WITH updated AS (
     UPDATE ns_memories AS m SET {_KEEP}
     FROM json_to_recordset(%(updates)s::json)
         AS u({", ".join(f"{name} {kind}" for name, kind in _UPDATE_COLUMNS)})
-    WHERE m.id = u.id
+    WHERE m.id = u.id AND m.id = ANY(%(update_ids)s::varchar[])
 ), new_memories AS (
     INSERT INTO ns_memories {_rows("memories", _MEMORY_COLUMNS, {"search_vector": SEARCH_VECTOR})}
 ), superseded AS (
@@ -242,13 +242,17 @@ The rows travel as one JSON text per table rather than as bound values: psycopg2
 interpolates parameters into the statement, and PostgreSQL then plans every
 literal of every row (milliseconds for a batch of 50), where a JSON text is one
 literal, parsed once while the statement runs (one text per table, not one
-document: `json -> 'key'` would parse the whole document again for each table). The supersessions are arrays instead: PostgreSQL
-estimates `unnest` of a constant array by its length, so the UPDATE finds its few
-rows by primary key (a JSON set is guessed at 100 rows, and the planner would
-hash-join a scan of the whole table)."""
+document: `json -> 'key'` would parse the whole document again for each table).
+
+Both UPDATEs reach their rows by primary key, and the statement is prepared
+`by_key` (`memory.dialect.DriverStatement`), so its plan does not depend on the
+table's statistics. The supersessions travel as arrays; the direct updates as
+JSON, with their ids once more as an array for the primary key's `= ANY`: a JSON
+set is guessed at 100 rows, and against a table planned as small the planner
+would rather scan the whole table (or its whole index) than probe it 100 times."""
 
 
-_WRITE_ALL_PREPARED = DriverStatement.from_sql(WRITE_ALL)
+WRITE_ALL_PREPARED = DriverStatement.from_sql(WRITE_ALL, by_key=True)
 """Prepared once per connection: parsing and planning the statement cost about a
 millisecond, a fifth of running it for a batch of 50."""
 
@@ -293,12 +297,13 @@ def _flush_postgres(conn: Connection, pending: PendingWrites) -> None:
     }
     params.update(
         {
+            "update_ids": list(pending.updates),
             "old_ids": [old for old, _, _ in pending.successors],
             "new_ids": [new for _, new, _ in pending.successors],
             "at": [utc(at) for _, _, at in pending.successors],
         }
     )
-    _WRITE_ALL_PREPARED.execute(conn, params)
+    WRITE_ALL_PREPARED.execute(conn, params)
 
 
 class _IsoTimes:

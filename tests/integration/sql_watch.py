@@ -9,12 +9,7 @@ from typing import Any
 
 from sqlalchemy import Engine, event
 
-from memory.dialect import GENERIC_PLAN
-
-
-def _statement(sent: str) -> str:
-    """The statement the store runs, without the plan setting sent in front of it."""
-    return sent.lstrip().removeprefix(GENERIC_PLAN).lstrip()
+from memory.dialect import sent_statement as _statement
 
 
 class Statements:

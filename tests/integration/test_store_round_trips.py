@@ -4,12 +4,14 @@ the shortcuts (queued writes, a load's winners taken from its pool) change no re
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine
 
+from memory.dialect import DriverStatement
 from memory.engine import autocommit, open_engine
 from memory.receipts import Outcome
 from memory.records import Candidate, Kind, Provenance, Scope, Source
@@ -60,10 +62,10 @@ def test_an_apply_sends_its_writes_as_one_statement(engine: Engine, store: Store
     assert outcomes == [Outcome.STORED] * 5 + [Outcome.SUPERSEDED]
     writes = [s for s in statements.seen if s not in ("SELECT", "BEGIN", "PRAGMA")]
     if engine.dialect.name == "postgresql":
-        # existing rows, then everything else in one prepared statement (the apply
-        # before prepared it); the receipt's primary key says whether the handle
-        # was applied before
-        assert statements.seen == ["SELECT", "EXECUTE"]
+        # existing rows, then everything else in one statement, both prepared by the
+        # apply before; the receipt's primary key says whether the handle was
+        # applied before
+        assert statements.seen == ["EXECUTE", "EXECUTE"]
     else:
         assert writes  # SQLite runs the plain statements, in process
     # …and nothing of what that statement carried was lost.
@@ -203,7 +205,7 @@ def test_a_batch_over_several_scopes_finds_each_scope_s_rows(engine: Engine, sto
     assert [m.content for m in store.history(ANA, "plan")] == ["ana's plan v1", "ana's plan v2"]
     assert [m.content for m in store.history(other, "plan")] == ["bob's plan v1", "bob's plan v2"]
     if engine.dialect.name == "postgresql":
-        assert statements.seen == ["SELECT", "EXECUTE"]
+        assert statements.seen == ["EXECUTE", "EXECUTE"]  # one lookup for all scopes
 
 
 def test_a_replayed_handle_gets_its_receipt_and_changes_nothing(store: Store) -> None:
@@ -316,3 +318,50 @@ def test_an_apply_whose_lookup_meets_a_dead_connection_is_retried_and_lands_once
     assert [m.content for m in pg_store.history(ANA, "plan")] == ["plan: v1", "plan: v2"]
     assert len(pg_store.show(ANA, all_statuses=True)) == 3
     assert pg_store.receipt("h2") == receipt
+
+
+def test_the_writer_s_plans_made_on_an_empty_table_still_probe_by_key(
+    pg_engine: Engine, pg_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A generic plan is kept until the table is analyzed. The writer's two statements,
+    planned on an empty table, must still reach rows by key once it holds thousands:
+    before `by_key`, the supersession scanned the whole table at every apply."""
+    with autocommit(pg_engine) as conn:  # no ANALYZE behind the test's back
+        conn.exec_driver_sql("ALTER TABLE ns_memories SET (autovacuum_enabled = false)")
+    sent: dict[str, tuple[DriverStatement, Mapping[str, Any]]] = {}
+    execute = DriverStatement.execute
+
+    def recording(statement: DriverStatement, conn: Any, params: Mapping[str, Any]) -> Any:
+        sent[statement.name] = (statement, params)
+        return execute(statement, conn, params)
+
+    monkeypatch.setattr(DriverStatement, "execute", recording)
+    first = [candidate("plan: v1", key="plan", task="run-0"), candidate("a note", task="run-0")]
+    pg_store.apply(first, handle="h0", actor="w")  # plans both statements, table empty
+    with autocommit(pg_engine) as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO ns_memories (id, tenant, user_id, agent_id, kind, key, content,"
+            " content_hash, status, source, confidence, idempotency_key, created_at,"
+            " valid_from, last_reinforced_at)"
+            " SELECT 'bulk-' || n, 'acme', 'ana', 'triage', 'fact', 'slot-' || mod(n, 50),"
+            " 'bulk note ' || n, 'h', 'active', 'observed', 0.5, 'bulk:' || n, now(), now(), now()"
+            " FROM generate_series(1, 5000) AS n"
+        )
+    retry = candidate("a note, corrected", task="run-0").replace(idempotency_key="run-0:x")
+    later = [candidate("plan: v2", key="plan", task="run-1"), retry]
+    receipt = pg_store.apply(later, handle="h1", actor="w")
+    assert {d.outcome for d in receipt.decisions} >= {Outcome.SUPERSEDED}
+    assert len(sent) == 2  # the lookup and the write
+    with autocommit(pg_engine) as conn:  # the connection both ran on, and its cached plans
+        for statement, params in sent.values():
+            settings, _, call = statement.execute_prepared.partition(" EXECUTE ")
+            conn.exec_driver_sql(f"BEGIN; {settings}")
+            plan = "\n".join(
+                row[0] for row in conn.exec_driver_sql(f"EXPLAIN EXECUTE {call}", dict(params))
+            )
+            conn.exec_driver_sql("ROLLBACK")
+            assert "Seq Scan" not in plan, plan
+            for line in plan.splitlines():  # every read of ns_memories finds its rows by key
+                if "Scan" in line and "ns_memories" in line:
+                    assert "Index" in line or "Bitmap Heap Scan" in line, plan
+            assert "Index Cond: " in plan and "Filter: ((idempotency_key)" not in plan, plan
