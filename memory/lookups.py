@@ -26,7 +26,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from memory.dialect import DriverStatement
+from memory.dialect import DriverStatement, array_literal
 from memory.receipts import Decision, WriteReceipt
 from memory.records import Memory, Scope, Status
 from memory.tables import Timestamp, memories
@@ -82,7 +82,10 @@ def existing(
             [key for _, key in pairs],
         )
         params.update(
-            {f"{name}_{part}": values for part, values in zip(_ARRAYS, columns, strict=True)}
+            {
+                f"{name}_{part}": array_literal(values)
+                for part, values in zip(_ARRAYS, columns, strict=True)
+            }
         )
     found: dict[str, Memory] = {}
     for row in EXISTING.execute(conn, params):

@@ -25,7 +25,7 @@ import orjson
 from sqlalchemy import Connection
 
 from memory import queries
-from memory.dialect import DriverStatement
+from memory.dialect import DriverStatement, array_literal
 from memory.fulltext import SEARCH_VECTOR
 from memory.port import AuditEntry
 from memory.receipts import WriteReceipt
@@ -297,10 +297,10 @@ def _flush_postgres(conn: Connection, pending: PendingWrites) -> None:
     }
     params.update(
         {
-            "update_ids": list(pending.updates),
-            "old_ids": [old for old, _, _ in pending.successors],
-            "new_ids": [new for _, new, _ in pending.successors],
-            "at": [utc(at) for _, _, at in pending.successors],
+            "update_ids": array_literal(pending.updates),
+            "old_ids": array_literal(old for old, _, _ in pending.successors),
+            "new_ids": array_literal(new for _, new, _ in pending.successors),
+            "at": array_literal(utc(at).isoformat() for _, _, at in pending.successors),
         }
     )
     WRITE_ALL_PREPARED.execute(conn, params)

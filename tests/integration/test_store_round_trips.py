@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from memory.dialect import DriverStatement
+from memory.dialect import DriverStatement, array_literal
 from memory.engine import autocommit, open_engine
 from memory.receipts import Outcome
 from memory.records import Candidate, Kind, Provenance, Scope, Source
@@ -86,6 +86,29 @@ def test_audit_and_receipt_keep_awkward_text(store: Store) -> None:
     assert entry.detail["handle"] == 'h"1\\'
     assert entry.detail["scope"] == str(ANA)
     assert store.receipt('h"1\\') == receipt
+
+
+AWKWARD = ['a"b', "back\\slash", "x,y", "{braced}", "NULL", "", " padded ", "Zoë", "'quote'"]
+
+
+def test_array_literals_arrive_as_the_values_they_hold(pg_engine: Engine) -> None:
+    with autocommit(pg_engine) as conn:
+        row = conn.exec_driver_sql(
+            "SELECT %(a)s::varchar[], %(none)s::varchar[]",
+            {"a": array_literal(AWKWARD), "none": array_literal([])},
+        ).one()
+    assert list(row[0]) == AWKWARD
+    assert list(row[1]) == []
+
+
+def test_awkward_keys_are_found_again_by_the_next_apply(store: Store) -> None:
+    """The lookup sends keys as array literals (`memory.dialect.array_literal`)."""
+    batch = [candidate(f"value of {k!r}", key=k or "plain", task=k) for k in AWKWARD]
+    first = store.apply(batch, handle="first", actor="writer")
+    again = store.apply(batch, handle="again", actor="writer")
+    assert {d.outcome for d in first.decisions} == {Outcome.STORED}
+    assert [d.memory_id for d in again.decisions] == [d.memory_id for d in first.decisions]
+    assert {d.outcome for d in again.decisions} == {Outcome.DUPLICATE}
 
 
 def test_a_load_gives_the_rows_get_gives(store: Store, clock: Clock) -> None:
