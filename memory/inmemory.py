@@ -3,7 +3,9 @@
 It implements the same port as `memory.sql.SqlBackend` and runs the same write
 rules (`memory.unit.perform`), so the contract suite holds it to the same
 behaviour. A batch is atomic: it works on a copy of the state and swaps it in only
-when every op succeeded; a lock serialises batches. Full text is a small
+when every op succeeded; a lock serialises batches. Rows are kept by scope and
+indexed by id and idempotency key, as the SQL tables are, so an apply's cost
+follows its batch and the scopes it reads, not the size of the store. Full text is a small
 stand-in for the databases' (lower-cased words, a light suffix stemmer, relevance
 by matched terms), enough for ranking and search to behave alike.
 
@@ -60,12 +62,47 @@ def relevance(content: str, words: Sequence[str]) -> float:
 
 @dataclass
 class _State:
-    memories: dict[str, Memory] = field(default_factory=dict)
+    """Memories by scope (each scope's rows by id, in the order written) with two
+    indexes, the receipts and the audit trail.
+
+    A batch works on a copy. The copy shares each scope's rows with the state it
+    came from until it first changes that scope (`put`), so a batch costs what it
+    touches, and finding a row by id or by idempotency key is a dict lookup, not a
+    scan of the store.
+    """
+
+    scopes: dict[Scope, dict[str, Memory]] = field(default_factory=dict)
+    scope_of: dict[str, Scope] = field(default_factory=dict)  # memory id → its scope
+    idempotent: dict[tuple[Scope, str], str] = field(default_factory=dict)  # → memory id
     receipts: dict[str, WriteReceipt] = field(default_factory=dict)
     audit: list[AuditEntry] = field(default_factory=list)
+    owned: set[Scope] = field(default_factory=set)  # scopes whose rows this copy may change
 
     def copy(self) -> _State:
-        return _State(dict(self.memories), dict(self.receipts), list(self.audit))
+        return _State(
+            dict(self.scopes),
+            dict(self.scope_of),
+            dict(self.idempotent),
+            dict(self.receipts),
+            list(self.audit),
+        )
+
+    def get(self, memory_id: str) -> Memory | None:
+        scope = self.scope_of.get(memory_id)
+        return None if scope is None else self.scopes[scope][memory_id]
+
+    def put(self, memory: Memory) -> None:
+        """Store `memory` (new, or a new version of a row; its scope never changes)."""
+        if memory.scope not in self.owned:
+            self.scopes[memory.scope] = dict(self.scopes.get(memory.scope, {}))
+            self.owned.add(memory.scope)
+        rows = self.scopes[memory.scope]
+        before = rows.get(memory.id)
+        if before is not None and before.idempotency_key != memory.idempotency_key:
+            del self.idempotent[(before.scope, before.idempotency_key)]
+        rows[memory.id] = memory
+        self.scope_of[memory.id] = memory.scope
+        self.idempotent[(memory.scope, memory.idempotency_key)] = memory.id
 
 
 class InMemoryBackend(MemoryBackend):
@@ -97,14 +134,12 @@ class InMemoryRows:
         self.state = state
 
     def _all(self, readable: Sequence[Scope]) -> list[Memory]:
-        allowed = set(readable)
-        return [m for m in self.state.memories.values() if m.scope in allowed]
+        empty: dict[str, Memory] = {}
+        return [m for scope in readable for m in self.state.scopes.get(scope, empty).values()]
 
     def by_idempotency_key(self, scope: Scope, key: str) -> Memory | None:
-        return next(
-            (m for m in self._all([scope]) if m.idempotency_key == key),
-            None,
-        )
+        memory_id = self.state.idempotent.get((scope, key))
+        return None if memory_id is None else self.state.get(memory_id)
 
     def active_by_key(self, scope: Scope, key: str) -> Memory | None:
         return next(
@@ -130,31 +165,35 @@ class InMemoryRows:
 
     def insert_many(self, memories: Sequence[Memory]) -> None:
         for memory in memories:
-            if memory.id in self.state.memories or self.by_idempotency_key(
+            if memory.id in self.state.scope_of or self.by_idempotency_key(
                 memory.scope, memory.idempotency_key
             ):
                 raise ValueError(f"memory {memory.id} or its idempotency key is already stored")
-            self.state.memories[memory.id] = memory
+            self.state.put(memory)
 
     def update(
         self, memory_id: str, changes: Mapping[str, Any], *, expected_version: int | None = None
     ) -> bool:
-        found = self.state.memories.get(memory_id)
+        found = self.state.get(memory_id)
         if found is None or (expected_version is not None and found.version != expected_version):
             return False
-        self.state.memories[memory_id] = dataclasses.replace(found, **changes)
+        self.state.put(dataclasses.replace(found, **changes))
         return True
 
     def supersede_many(self, successors: Mapping[str, str], now: datetime) -> None:
         for old_id, new_id in successors.items():
-            old = self.state.memories[old_id]
-            self.state.memories[old_id] = dataclasses.replace(
-                old,
-                status=Status.SUPERSEDED,
-                superseded_at=now,
-                valid_to=now,
-                superseded_by_id=new_id,
-                version=old.version + 1,
+            old = self.state.get(old_id)
+            if old is None:
+                raise KeyError(f"no memory {old_id!r} to supersede")
+            self.state.put(
+                dataclasses.replace(
+                    old,
+                    status=Status.SUPERSEDED,
+                    superseded_at=now,
+                    valid_to=now,
+                    superseded_by_id=new_id,
+                    version=old.version + 1,
+                )
             )
 
     def record_audit(self, entries: Sequence[AuditEntry]) -> None:
@@ -209,8 +248,9 @@ class InMemoryRows:
         return sorted(found, key=lambda m: (m.valid_from, m.created_at, m.id))
 
     def by_ids(self, readable: Sequence[Scope], ids: Sequence[str]) -> list[Memory]:
-        wanted = set(ids)
-        return [m for m in self._all(readable) if m.id in wanted]
+        allowed = set(readable)
+        found = (self.state.get(memory_id) for memory_id in dict.fromkeys(ids))
+        return [m for m in found if m is not None and m.scope in allowed]
 
     def audit_trail(self, op: AuditOp) -> list[AuditEntry]:
         found = [
