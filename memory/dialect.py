@@ -53,7 +53,9 @@ def array_literal(values: Iterable[str]) -> str:
     if not items:
         return "{}"
     text = '","'.join(items)
-    if '"' in text or "\\" in text:  # rare in keys and ids: escape only then
+    # Escape only a text that needs it (rare in keys and ids): more quotes than the
+    # separators hold, or a backslash.
+    if text.count('"') > 2 * (len(items) - 1) or "\\" in text:
         text = '","'.join(v.replace("\\", "\\\\").replace('"', '\\"') for v in items)
     return '{"' + text + '"}'
 

@@ -91,14 +91,15 @@ def test_audit_and_receipt_keep_awkward_text(store: Store) -> None:
 AWKWARD = ['a"b', "back\\slash", "x,y", "{braced}", "NULL", "", " padded ", "Zoë", "'quote'"]
 
 
-def test_array_literals_arrive_as_the_values_they_hold(pg_engine: Engine) -> None:
+@pytest.mark.parametrize(
+    "values", [AWKWARD, [], ["plain", "ids"], ['"'], ["\\"], ['a"', "b"], ["", ""]]
+)
+def test_array_literals_arrive_as_the_values_they_hold(
+    pg_engine: Engine, values: list[str]
+) -> None:
     with autocommit(pg_engine) as conn:
-        row = conn.exec_driver_sql(
-            "SELECT %(a)s::varchar[], %(none)s::varchar[]",
-            {"a": array_literal(AWKWARD), "none": array_literal([])},
-        ).one()
-    assert list(row[0]) == AWKWARD
-    assert list(row[1]) == []
+        sent = conn.exec_driver_sql("SELECT %(a)s::varchar[]", {"a": array_literal(values)})
+        assert list(sent.scalar_one()) == values
 
 
 def test_awkward_keys_are_found_again_by_the_next_apply(store: Store) -> None:
