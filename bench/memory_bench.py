@@ -201,7 +201,8 @@ def bench_writes(admin: str, count: int, batch: int, rounds: int) -> None:
     total = sum(count / rate for rate in rates["nightshift"]) * per_batch
     print(
         f"  nightshift per batch of {batch}: {total:.2f} ms in all; its statements,"
-        f" round trips included: the lookup {lookup:.2f} ms (beside the gate, in a thread),"
+        f" round trips included: the lookup {lookup:.2f} ms (beside the gate, in a thread,"
+        " only across a network),"
         f" the write {write:.2f} ms; the rest is Python"
     )
 

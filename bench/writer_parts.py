@@ -21,7 +21,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.memory_bench import chunks  # noqa: E402
 from bench.memory_data import candidates, fresh_database  # noqa: E402
-from memory import pending, queries, writing  # noqa: E402
+from memory import pending, sql, writing  # noqa: E402
 from memory.engine import open_engine  # noqa: E402
 from memory.policy import Action, AgentRules, Rule, Verdict  # noqa: E402
 from memory.records import Candidate  # noqa: E402
@@ -52,13 +52,6 @@ def _no_audit(self: SqlRows, entries: Sequence[object]) -> None:
     """The audit rows of the apply are not written."""
 
 
-def _lookup_inline(self: SqlRows, idempotency: Any, slots: Any) -> Callable[[], Any]:
-    """The existing rows are read before the gate runs, in the caller's thread."""
-    self._before_read()
-    found = queries.existing(self.conn, idempotency, slots)
-    return lambda: found
-
-
 _flush = pending._flush_postgres
 
 
@@ -73,17 +66,28 @@ def _accept_all(candidate: Candidate, rules: AgentRules) -> Verdict:
     return Verdict(Action.ACCEPT, candidate.kind, "accepted", Rule.OK)
 
 
-PARTS: dict[str, Callable[[], Any]] = {
-    "the write gate (its rules)": lambda: swapped(writing, "judge", _accept_all),
-    "audit rows (one per candidate)": lambda: swapped(SqlRows, "record_audit", _no_audit),
-    "receipt decisions": lambda: swapped(pending, "_flush_postgres", _receipt_without_decisions),
-    "the lookup's thread beside the gate": lambda: swapped(SqlRows, "ask_existing", _lookup_inline),
+Part = tuple[Callable[[], Any], Callable[[], Any]]
+"""How to apply with the part, and without it."""
+
+PARTS: dict[str, Part] = {
+    "the write gate (its rules)": (nullcontext, lambda: swapped(writing, "judge", _accept_all)),
+    "audit rows (one per candidate)": (
+        nullcontext,
+        lambda: swapped(SqlRows, "record_audit", _no_audit),
+    ),
+    "receipt decisions": (
+        nullcontext,
+        lambda: swapped(pending, "_flush_postgres", _receipt_without_decisions),
+    ),
+    # Whatever the round trip: the thread is used only across a network (`memory.meanwhile`).
+    "the lookup's thread beside the gate": (
+        lambda: swapped(sql, "worth_a_thread", lambda round_trip: True),
+        lambda: swapped(sql, "worth_a_thread", lambda round_trip: False),
+    ),
 }
 
 
-def measure(
-    admin: str, part: Callable[[], Any], batches: list[Sequence[Candidate]]
-) -> tuple[float, float]:
+def measure(admin: str, part: Part, batches: list[Sequence[Candidate]]) -> tuple[float, float]:
     """Median ms per apply with the part and without it."""
     spent: dict[bool, list[float]] = {True: [], False: []}
     with fresh_database(admin) as url:
@@ -93,11 +97,8 @@ def measure(
         for i, batch in enumerate(batches):
             with_part = (i % 4) in (0, 3)  # ABBA: neither side always goes first
             start = time.perf_counter()
-            if with_part:
+            with part[0 if with_part else 1]():
                 store.apply(batch, handle=f"parts:{i}", actor="bench")
-            else:
-                with part():
-                    store.apply(batch, handle=f"parts:{i}", actor="bench")
             if i >= 20:  # after the pool, the prepared statements and the caches warm up
                 spent[with_part].append((time.perf_counter() - start) * 1000)
         engine.dispose()

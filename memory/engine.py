@@ -60,6 +60,7 @@ def open_engine(url: str, *, pool_size: int = 5) -> Engine:
             connect_args={"connect_timeout": 5},
         )
         _ping_after_idle(engine)
+        _measure_round_trip(engine)
         return engine
     raise ValueError(
         f"unsupported database URL {parsed.render_as_string(hide_password=True)}: "
@@ -81,6 +82,35 @@ def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+ROUND_TRIP = "ns_round_trip"
+"""Where a pooled PostgreSQL connection keeps (in its `info`) its round trip to the
+server in seconds, measured as it connected (`memory.sql` decides by it whether a
+read is worth a thread)."""
+
+
+def _measure_round_trip(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, record: Any) -> None:
+        record.info[ROUND_TRIP] = round_trip(dbapi_connection)
+
+
+def round_trip(dbapi_connection: Any, samples: int = 3) -> float:
+    """The fastest of `samples` `SELECT 1` on a DB-API connection, in seconds: the
+    network's share of every statement, without the server's work."""
+    cursor = dbapi_connection.cursor()
+    fastest = float("inf")
+    try:
+        for _ in range(samples):
+            start = time.perf_counter()
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+            fastest = min(fastest, time.perf_counter() - start)
+    finally:
+        cursor.close()
+    dbapi_connection.rollback()  # not yet in autocommit, the first SELECT began a transaction
+    return fastest
 
 
 PING_AFTER_IDLE_SECONDS = 1.0
@@ -200,6 +230,7 @@ def _autocommit_sibling(engine: Engine) -> Engine:
             connect_args={"connect_timeout": 5},
         )
         _ping_after_idle(sibling)
+        _measure_round_trip(sibling)
         event.listen(engine, "engine_disposed", lambda _engine: sibling.dispose())
         _AUTOCOMMIT_SIBLINGS[engine] = sibling
     return sibling

@@ -1,18 +1,22 @@
 """Work started now and collected later: a database read that runs while Python judges.
 
 The memory writer asks PostgreSQL for the rows its batch touches, then runs the
-write gate over the batch. Neither needs the other, so the read goes to a thread
-and the gate runs meanwhile: the query's round trip and the server's work overlap
+write gate over the batch. Neither needs the other, so the read can go to a
+thread while the gate runs: the query's round trip and the server's work overlap
 the gate's Python, since psycopg2 lets go of the GIL while it waits on the server.
 
-Measured with the server on the same 2-core machine, the same batches applied
-alternately with and without the thread differ by 1–2%, either way: the server's
-share of the read is small there, about what the thread costs. What the thread
-hides is the wait for the server, so its worth grows with the round trip to a
-server across a network (not measured here: the machine cannot delay loopback).
+That pays only when there is a wait to hide. The thread costs the caller about
+0.2 ms (starting it, and the GIL handed back and forth), and on a server on the
+same machine the wait is shorter than that. Measured 2026-12-04 on the 2-core
+machine, 200 batches of 50 applied alternately (`bench/writer_parts.py`): with
+the server on loopback the apply took 0.95x as long without the thread; through
+a relay adding about 2 ms of round trip (a Python TCP proxy, since the machine
+cannot delay loopback), 1.05x as long without it (9.35 against 8.89 ms). So a
+read gets a thread only on a connection whose round trip, measured as it
+connected (`memory.engine.round_trip`), is above `THREAD_ABOVE_SECONDS`.
 
 A thread per call, not a pool: a pool's threads do not survive the fork of a
-Celery worker, and starting and joining one costs about 0.1 ms.
+Celery worker, and starting and joining one costs about 0.07 ms.
 `Thread.start` returns once the thread runs, and the thread keeps the GIL until
 it blocks on the server, so the query is sent before the caller goes on.
 """
@@ -24,6 +28,16 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+
+THREAD_ABOVE_SECONDS = 0.0002
+"""A round trip above which a read is worth a thread: about what the thread costs.
+Loopback measures 0.01-0.08 ms here; a network hop in one data centre, more."""
+
+
+def worth_a_thread(round_trip: float | None) -> bool:
+    """Whether a connection with this round trip (seconds; None: not measured, as on
+    SQLite, which answers in process) should read from a thread."""
+    return round_trip is not None and round_trip > THREAD_ABOVE_SECONDS
 
 
 class Meanwhile(Generic[T]):

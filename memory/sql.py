@@ -16,9 +16,9 @@ from typing import Any
 from sqlalchemy import Connection, Engine, exc
 
 from memory import queries, ranking_queries
-from memory.engine import autocommit, retrying
+from memory.engine import ROUND_TRIP, autocommit, retrying
 from memory.loading import Ranked
-from memory.meanwhile import Meanwhile
+from memory.meanwhile import Meanwhile, worth_a_thread
 from memory.pending import PendingWrites
 from memory.port import (
     WRITE_OPS,
@@ -141,10 +141,10 @@ class SqlRows:
     def ask_existing(
         self, idempotency: Sequence[tuple[Scope, str]], slots: Sequence[tuple[Scope, str]]
     ) -> Callable[[], Existing]:
-        """On PostgreSQL the read runs in a thread (`memory.meanwhile`) while the
-        caller goes on; SQLite answers in process, at once."""
+        """On PostgreSQL across a network the read runs in a thread (`memory.meanwhile`)
+        while the caller goes on; a server close by (and SQLite) answers at once."""
         self._before_read()
-        if self.conn.dialect.name == "postgresql":
+        if worth_a_thread(self.conn.connection.info.get(ROUND_TRIP)):
             return Meanwhile(lambda: queries.existing(self.conn, idempotency, slots))
         found = queries.existing(self.conn, idempotency, slots)
         return lambda: found

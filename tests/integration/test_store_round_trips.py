@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from memory import sql
 from memory.dialect import DriverStatement, array_literal
-from memory.engine import autocommit, open_engine
+from memory.engine import ROUND_TRIP, autocommit, open_engine
+from memory.meanwhile import Meanwhile
 from memory.receipts import Outcome
 from memory.records import Candidate, Kind, Provenance, Scope, Source
 from memory.store import Store
@@ -74,6 +76,35 @@ def test_an_apply_sends_its_writes_as_one_statement(engine: Engine, store: Store
     old, new = store.history(ANA, "plan")
     assert (old.superseded_by_id, new.supersedes_id) == (new.id, old.id)
     assert old.valid_to == new.valid_from
+
+
+def test_each_connection_measures_its_round_trip_as_it_connects(pg_engine: Engine) -> None:
+    with autocommit(pg_engine) as conn:
+        measured = conn.connection.info[ROUND_TRIP]
+        assert 0 < measured < 1
+        assert conn.connection.dbapi_connection.get_transaction_status() == 0  # idle, no BEGIN
+    with pg_engine.connect() as conn:
+        assert 0 < conn.connection.info[ROUND_TRIP] < 1
+
+
+@pytest.mark.parametrize("far", [False, True])
+def test_the_lookup_reads_in_a_thread_only_across_a_network(
+    pg_store: Store, far: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads: list[Meanwhile[object]] = []
+
+    def counted(work: Any) -> Meanwhile[object]:
+        threads.append(Meanwhile(work))
+        return threads[-1]
+
+    monkeypatch.setattr(sql, "Meanwhile", counted)
+    monkeypatch.setattr(sql, "worth_a_thread", lambda round_trip: far)
+    pg_store.apply([candidate("plan: v1", key="plan", task="run-0")], handle="h0", actor="w")
+    receipt = pg_store.apply(
+        [candidate("plan: v2", key="plan", task="run-1")], handle="h1", actor="w"
+    )
+    assert len(threads) == (2 if far else 0)
+    assert [d.outcome for d in receipt.decisions] == [Outcome.SUPERSEDED]
 
 
 def test_audit_and_receipt_keep_awkward_text(store: Store) -> None:

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from memory.meanwhile import Meanwhile
+from memory.meanwhile import THREAD_ABOVE_SECONDS, Meanwhile, worth_a_thread
 
 
 def test_the_caller_goes_on_while_the_work_runs_and_then_gets_its_result() -> None:
@@ -29,3 +29,10 @@ def test_the_work_s_error_is_raised_to_the_caller() -> None:
     answer = Meanwhile(work)
     with pytest.raises(LookupError, match="connection dropped"):
         answer()
+
+
+def test_only_a_measured_round_trip_above_the_bar_is_worth_a_thread() -> None:
+    assert not worth_a_thread(None)  # not measured: SQLite, in process
+    assert not worth_a_thread(THREAD_ABOVE_SECONDS / 10)  # loopback
+    assert not worth_a_thread(THREAD_ABOVE_SECONDS)
+    assert worth_a_thread(THREAD_ABOVE_SECONDS * 5)  # a network hop
