@@ -35,6 +35,7 @@ from enum import StrEnum
 from memory.phrasing import looks_like_instruction, looks_like_plan
 from memory.records import Candidate, Kind, Layer, Provenance, Source
 from memory.secrets import find_secrets
+from memory.storable import unstorable_fields
 
 
 class Action(StrEnum):
@@ -48,6 +49,7 @@ class Rule(StrEnum):
 
     EMPTY_CONTENT = "empty-content"
     TOO_LONG = "too-long"
+    UNSTORABLE = "unstorable-text"
     SECRET = "secret"
     AGENT_WRITES_DISABLED = "agent-writes-disabled"
     LAYER_NOT_WRITABLE = "layer-not-writable"
@@ -159,6 +161,16 @@ def _size(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | None
             Rule.TOO_LONG,
         )
     return None
+
+
+def _storable(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | None:
+    """Refused here, one candidate; sent on, the batch's statement would fail whole."""
+    problems = unstorable_fields(c)
+    if not problems:
+        return None
+    return Verdict(
+        Action.REFUSE, c.kind, "; ".join(problems) + ": the store cannot keep it", Rule.UNSTORABLE
+    )
 
 
 def _stored_texts(c: Candidate) -> Iterator[tuple[str, str]]:
@@ -382,6 +394,7 @@ _GateRule = Callable[[Candidate, AgentRules, GateConfig], Verdict | None]
 
 RULES: tuple[_GateRule, ...] = (
     _size,
+    _storable,
     _secret,
     _permission,
     _injection,
@@ -402,35 +415,38 @@ def judge(candidate: Candidate, rules: AgentRules, config: GateConfig = DEFAULT_
 
     1. ``empty-content`` / ``too-long`` → REFUSE (content blank, or content/key over
        `GateConfig` limits).
-    2. ``secret`` → REFUSE when any stored text — content, key, idempotency key,
+    2. ``unstorable-text`` → REFUSE when a field the store keeps holds a NUL character
+       or a lone surrogate, or is longer than its column (`memory.storable`): one
+       bad candidate is refused instead of failing its whole batch's statement.
+    3. ``secret`` → REFUSE when any stored text — content, key, idempotency key,
        evidence, provenance, meta keys and values at any depth — holds a secret. The
        reason names the secret kinds and fields, never the secret.
-    3. ``agent-writes-disabled`` / ``layer-not-writable`` → REFUSE when the agent may
+    4. ``agent-writes-disabled`` / ``layer-not-writable`` → REFUSE when the agent may
        not write the scope's layer. OPERATOR is exempt, and so is STATED for the
        person's own layers (PRIVATE, SHARED): the person is acting, not the agent.
        A STATED write to AGENT or TENANT reaches other people and follows the
        agent's rules (so TENANT needs an operator by default).
-    4. ``injection-suspected`` → REFUSE when an untrusted source's content reads as an
+    5. ``injection-suspected`` → REFUSE when an untrusted source's content reads as an
        instruction (`looks_like_instruction`), whatever its kind: memory is loaded
        into future prompts, so keeping it even as an episode would persist the
        injection.
-    5. ``instruction-source`` → an INSTRUCTION from OBSERVED is kept as an EPISODE
+    6. ``instruction-source`` → an INSTRUCTION from OBSERVED is kept as an EPISODE
        (it was seen, not given); from INFERRED or SUBAGENT it is REFUSED (an agent
        may not write its own orders).
-    6. ``subagent-not-terminal`` → a SUBAGENT candidate whose state is not
+    7. ``subagent-not-terminal`` → a SUBAGENT candidate whose state is not
        ``succeeded`` is kept as an EPISODE, whatever kind it claimed.
-    7. ``preference-source`` → a PREFERENCE not from the person or the operator goes
+    8. ``preference-source`` → a PREFERENCE not from the person or the operator goes
        to REVIEW for the person to confirm.
-    8. ``outcome-needs-evidence`` → a candidate with a truthy ``meta["outcome"]`` from
+    9. ``outcome-needs-evidence`` → a candidate with a truthy ``meta["outcome"]`` from
        an untrusted source with neither `evidence` nor `provenance.reference` is kept
        as an EPISODE (a direct statement is its own evidence).
-    9. ``plan-is-goal`` → a FACT that reads as a plan (`looks_like_plan`) is ACCEPTED
-       as a GOAL. It comes after the evidence rule so that an outcome cannot escape
-       it by mentioning a next step.
-    10. ``inferred-below-bar`` → an INFERRED FACT whose `effective_confidence` is below
+    10. ``plan-is-goal`` → a FACT that reads as a plan (`looks_like_plan`) is ACCEPTED
+        as a GOAL. It comes after the evidence rule so that an outcome cannot escape
+        it by mentioning a next step.
+    11. ``inferred-below-bar`` → an INFERRED FACT whose `effective_confidence` is below
         `AgentRules.inferred_bar` goes to REVIEW. With the defaults (0.5 < 0.75) every
         inferred fact is reviewed; an operator lowers the bar per agent.
-    11. ``ok`` → ACCEPT as is.
+    12. ``ok`` → ACCEPT as is.
     """
     for rule in RULES:
         verdict = rule(candidate, rules, config)

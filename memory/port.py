@@ -223,6 +223,11 @@ class EditConflict(Exception):
         self.proposed = proposed
 
 
+class ScopeRefused(ValueError):
+    """An apply names a scope the store cannot keep (`memory.storable.scope_problems`):
+    the whole batch is refused before anything is written."""
+
+
 class EditRefused(ValueError):
     """The edit's content breaks a rule every write obeys (a secret, empty, too long)."""
 

@@ -40,10 +40,12 @@ from memory.port import (
     MemoryNotFound,
     NotPending,
     ReviewOp,
+    ScopeRefused,
 )
 from memory.receipts import Decision, Outcome, WriteReceipt
 from memory.records import Candidate, Kind, Memory, Scope, Source, Status, content_hash
 from memory.secrets import find_secrets
+from memory.storable import scope_problems, unstorable
 
 if TYPE_CHECKING:
     from memory.unit import RowAccess
@@ -52,6 +54,7 @@ TRUSTED_SOURCES = frozenset({Source.STATED, Source.OPERATOR})
 
 
 def apply(rows: RowAccess, op: ApplyOp) -> WriteReceipt:
+    _check_scopes(op.candidates)
     earlier = rows.get_receipt(op.handle)
     if earlier is not None:
         return earlier
@@ -99,6 +102,17 @@ def apply(rows: RowAccess, op: ApplyOp) -> WriteReceipt:
 
 
 _ACTIONS = {outcome: f"write.{outcome.value}" for outcome in Outcome}
+
+
+def _check_scopes(candidates: tuple[Candidate, ...]) -> None:
+    """Refuse the batch if a candidate's scope cannot be stored: its rows, receipt and
+    audit entries all carry it, so no candidate of the batch could be recorded."""
+    seen: set[Scope] = set()
+    for index, candidate in enumerate(candidates):
+        if candidate.scope not in seen:
+            seen.add(candidate.scope)
+            if problems := scope_problems(candidate.scope):
+                raise ScopeRefused(f"candidate {index}: {'; '.join(problems)}")
 
 
 def _rules(known: dict[str, AgentRules], op: ApplyOp, agent: str) -> AgentRules:
@@ -365,6 +379,8 @@ def check_content(content: str) -> None:
         raise EditRefused(
             f"content has {len(content)} characters, more than {DEFAULT_CONFIG.max_content_chars}"
         )
+    if what := unstorable(content):
+        raise EditRefused(f"content holds {what}; the store cannot keep it")
     kinds = sorted({f.kind for f in find_secrets(content)})
     if kinds:
         raise EditRefused(f"secret ({', '.join(kinds)}) in content; secrets are never stored")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from memory.attachment import parse
 from memory.policy import AgentRules
+from memory.port import ScopeRefused
 from memory.receipts import Outcome
 from memory.records import Kind, Scope, Source, Status
 from memory.store import Store
@@ -139,3 +142,38 @@ def test_user_memory_is_not_read_from_a_shared_channel_trigger(store: Store) -> 
     assert "ana's salary band is B4" in everything_loaded(
         store, "salary", rules=opted_in, origin="shared"
     )
+
+
+def test_text_the_store_cannot_keep_is_refused_alone_and_its_batch_lands(store: Store) -> None:
+    """A hostile payload's NUL or lone surrogate, or an over-long idempotency key,
+    costs that one candidate: on PostgreSQL it would have failed the whole batch."""
+    receipt = store.apply(
+        [
+            candidate("ticket INC-7 \x00 closed"),
+            candidate("ticket INC-8 reopened", reference="mail:\ud800"),
+            candidate("ticket INC-9 escalated", idempotency_key="k" * 513),
+            candidate("ticket INC-10 resolved"),
+        ],
+        handle="feed",
+        actor="writer",
+    )
+    assert [d.outcome for d in receipt.decisions] == [Outcome.REFUSED] * 3 + [Outcome.STORED]
+    assert {d.rule for d in receipt.decisions[:3]} == {"unstorable-text"}
+    assert "content holds a NUL character" in receipt.decisions[0].reason
+    assert [m.content for m in store.show(ANA)] == ["ticket INC-10 resolved"]
+    assert store.receipt("feed") == receipt
+
+
+def test_a_scope_the_store_cannot_keep_refuses_its_batch_and_keeps_what_was_stored(
+    store: Store,
+) -> None:
+    store.apply([candidate("Ana renews in March")], handle="before", actor="writer")
+    hostile = Scope("acme", "ana\x00", "triage")
+    with pytest.raises(ScopeRefused, match="candidate 1: scope user holds a NUL character"):
+        store.apply(
+            [candidate("fine"), candidate("sneaky", scope=hostile)], handle="bad", actor="writer"
+        )
+    with pytest.raises(ScopeRefused, match="scope tenant has 129 characters, more than 128"):
+        store.apply([candidate("x", scope=Scope("t" * 129))], handle="long", actor="writer")
+    assert store.receipt("bad") is None and store.receipt("long") is None
+    assert [m.content for m in store.show(ANA)] == ["Ana renews in March"]

@@ -288,6 +288,8 @@ def test_edit_with_optimistic_concurrency(store: Store) -> None:
     assert forced.forced and forced.current.version == 3
     with pytest.raises(EditRefused):
         store.edit(ANA, memory.id, version=3, content="password=hunter2hunter2", actor="op")
+    with pytest.raises(EditRefused, match="content holds a NUL character"):
+        store.edit(ANA, memory.id, version=3, content="renewal in \x00 July", actor="op")
     actions = [(e.action, e.actor) for e in store.audit("acme", memory.id)]
     assert actions == [("write.stored", "w"), ("edit", "op"), ("edit.forced", "op2")]
     [forced_entry] = [e for e in store.audit("acme", memory.id) if e.action == "edit.forced"]

@@ -14,6 +14,7 @@ from memory.records import Candidate, Kind, Provenance, Scope, Source
 from memory.store import Store
 from workers import runs, schema
 from workers.cli import main_group
+from workers.cli.base import EXIT_INVALID_INPUT
 
 pytestmark = pytest.mark.integration
 
@@ -231,3 +232,12 @@ def test_why_prints_what_a_run_was_given_and_what_it_wrote(store: Store) -> None
         table.output
     )
     assert cli(store, "why", "nope").exit_code == 3
+
+
+def test_write_refuses_a_scope_the_store_cannot_keep_before_sending_it(store: Store) -> None:
+    result = cli(
+        store, "write", "--tenant", "t" * 129, "--user", "ana", "--content", "renewal in March"
+    )
+    assert result.exit_code == EXIT_INVALID_INPUT
+    assert "scope tenant has 129 characters, more than 128" in result.output
+    assert "nothing was sent to the writer" in result.output

@@ -17,6 +17,7 @@ import click
 
 from memory.attachment import AttachmentError, from_path
 from memory.records import ANY, Candidate, Kind, Memory, Provenance, Scope, Source
+from memory.storable import scope_problems
 from memory.store import LoadBounds
 from memory.transfer import ImportFormatError, export_tenant, import_tenant, refresh_statistics
 from workers import runs
@@ -316,6 +317,8 @@ def write(
             Source(source), reference=reference, task_id=handle, agent=agent, subject=subject
         ),
     )
+    if problems := scope_problems(candidate.scope):  # the writer would refuse the batch
+        raise InvalidInput(f"{'; '.join(problems)}; nothing was sent to the writer")
     app = create_app(obj.settings)
     app.send_task(
         WRITE_TASK,

@@ -17,6 +17,7 @@ from memory.policy import (
     judge,
 )
 from memory.records import Candidate, Kind, Layer, Provenance, Scope, Source
+from memory.storable import COLUMN_FIELDS, COLUMN_LIMITS, SCOPE_LIMIT
 
 PRIVATE = Scope("acme", "ana", "triage")
 SHARED = Scope("acme", "ana")
@@ -55,7 +56,21 @@ CASES: list[tuple[str, Candidate, AgentRules, Action, Kind, str]] = [
     ("at the limit", cand("x" * 4000), DEFAULT, ACCEPT, FACT, "ok"),
     ("key too long", cand(key="k" * 257), DEFAULT, REFUSE, FACT, "too-long"),
     ("empty beats secret", cand("  ", key=f"card {CARD}"), DEFAULT, REFUSE, FACT, "empty-content"),
-    # 2. secrets, wherever they are
+    # 2. what no backend can keep
+    ("NUL in content", cand("Ana\x00 renews"), DEFAULT, REFUSE, FACT, "unstorable-text"),
+    ("lone surrogate", cand(reference="feed\ud800"), DEFAULT, REFUSE, FACT, "unstorable-text"),
+    (
+        "idempotency key too long",
+        cand(idempotency_key="i" * 513),
+        DEFAULT,
+        REFUSE,
+        FACT,
+        "unstorable-text",
+    ),
+    ("idempotency key at the limit", cand(idempotency_key="i" * 512), DEFAULT, ACCEPT, FACT, "ok"),
+    ("NUL in meta is not stored", cand(meta={"raw": "a\x00b"}), DEFAULT, ACCEPT, FACT, "ok"),
+    ("unstorable beats secret", cand(f"{CARD}\x00"), DEFAULT, REFUSE, FACT, "unstorable-text"),
+    # 3. secrets, wherever they are
     ("card in content", cand(f"Ana paid with {CARD}"), DEFAULT, REFUSE, FACT, "secret"),
     ("card in key", cand(key=f"card.{CARD}"), DEFAULT, REFUSE, FACT, "secret"),
     (
@@ -516,6 +531,30 @@ def test_gate_config_limits() -> None:
     assert judge(cand("x" * 10, key="abc"), DEFAULT, config).rule == "ok"
 
 
+def test_an_unstorable_reason_names_every_field_and_what_is_wrong() -> None:
+    candidate = cand("Ana\x00", evidence="seen \udc80").replace(
+        provenance=Provenance(OBSERVED, subject="s" * 200)
+    )
+    verdict = judge(candidate, DEFAULT)
+    assert verdict.rule == "unstorable-text"
+    assert "provenance.subject has 200 characters, more than 128" in verdict.reason
+    assert "content holds a NUL character" in verdict.reason
+    assert "evidence holds a lone surrogate (not UTF-8)" in verdict.reason
+
+
+def test_the_gate_s_column_limits_are_the_table_s() -> None:
+    from memory.tables import memories
+
+    for field, limit in COLUMN_LIMITS.items():
+        assert memories.c[field.removeprefix("provenance.")].type.length == limit, field
+    for field in COLUMN_FIELDS:
+        if field != "evidence":  # evidence is stored as the reference when there is none
+            assert field.removeprefix("provenance.") in memories.c, field
+    for column in ("tenant", "user_id", "agent_id"):
+        assert memories.c[column].type.length == SCOPE_LIMIT
+    assert GateConfig().max_key_chars == memories.c.key.type.length
+
+
 def test_verdict_stored() -> None:
     assert Verdict(ACCEPT, FACT, "", "ok").stored
     assert Verdict(REVIEW, FACT, "", "x").stored
@@ -770,7 +809,8 @@ def test_a_secret_anywhere_is_refused_without_quoting_it(
         base.replace(meta={"note": text}) if field == "meta" else base.replace(**{field: text})
     )
     verdict = judge(candidate, AgentRules.default())
-    if verdict.rule in {"empty-content", "too-long"}:
+    if verdict.rule in {"empty-content", "too-long", "unstorable-text"}:  # decided earlier
+        assert verdict.action is Action.REFUSE and secret not in verdict.reason
         return
     assert (verdict.action, verdict.rule) == (Action.REFUSE, "secret")
     assert secret not in verdict.reason

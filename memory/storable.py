@@ -1,0 +1,95 @@
+"""What the store can keep: text without NUL characters or lone surrogates, each
+field no longer than its column.
+
+PostgreSQL's `text` cannot hold a NUL, no encoder turns a lone surrogate into
+UTF-8 (and JSON decoders let `"\\ud800"` through, so an event payload can carry
+one), and a `varchar(n)` refuses n + 1 characters. Sent to the database, any of
+these fails the apply's one statement and with it every candidate of the batch;
+found here, the gate refuses the one candidate (`memory.policy`), and a scope
+the store cannot address refuses its batch before anything is written
+(`memory.writing`). SQLite would have kept all of them: checking here keeps the
+backends alike.
+"""
+
+from __future__ import annotations
+
+import operator
+
+from memory.records import Candidate, Scope
+
+COLUMN_FIELDS = (
+    "content",
+    "key",
+    "idempotency_key",
+    "evidence",
+    "provenance.reference",
+    "provenance.run_id",
+    "provenance.task_id",
+    "provenance.agent",
+    "provenance.subagent",
+    "provenance.schedule",
+    "provenance.subject",
+)
+"""A candidate's texts that land in a column of the store (content and key are
+also bounded by the gate's own rule, `GateConfig`)."""
+_COLUMN_VALUES = operator.attrgetter(*COLUMN_FIELDS)
+
+COLUMN_LIMITS = {
+    "idempotency_key": 512,
+    "provenance.run_id": 255,
+    "provenance.task_id": 255,
+    "provenance.agent": 128,
+    "provenance.subagent": 128,
+    "provenance.schedule": 128,
+    "provenance.subject": 128,
+}
+"""The longest text each bounded field's column holds (`memory.tables`; a unit test
+keeps the two equal)."""
+_LIMITED = tuple(
+    (i, name, COLUMN_LIMITS[name]) for i, name in enumerate(COLUMN_FIELDS) if name in COLUMN_LIMITS
+)
+
+SCOPE_LIMIT = 128
+"""The longest tenant, user or agent the store holds."""
+
+
+def unstorable(text: str) -> str:
+    """What in `text` no backend can keep ("a NUL character", "a lone surrogate
+    (not UTF-8)"), or "" when it can be kept."""
+    if "\x00" in text:
+        return "a NUL character"
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            return "a lone surrogate (not UTF-8)"
+    return ""
+
+
+def unstorable_fields(candidate: Candidate) -> list[str]:
+    """What in the candidate's stored fields the store cannot keep, one phrase per
+    problem naming the field, never quoting it; empty when all can be kept."""
+    values = _COLUMN_VALUES(candidate)
+    problems = [
+        f"{name} has {len(values[i])} characters, more than {limit}"
+        for i, name, limit in _LIMITED
+        if len(values[i]) > limit
+    ]
+    if unstorable("\n".join(values)):  # the common case: one scan finds nothing
+        problems += [
+            f"{name} holds {what}"
+            for name, value in zip(COLUMN_FIELDS, values, strict=True)
+            if (what := unstorable(value))
+        ]
+    return problems
+
+
+def scope_problems(scope: Scope) -> list[str]:
+    """What in `scope` the store cannot keep, as `unstorable_fields` says it."""
+    problems = []
+    for name, value in (("tenant", scope.tenant), ("user", scope.user), ("agent", scope.agent)):
+        if len(value) > SCOPE_LIMIT:
+            problems.append(f"scope {name} has {len(value)} characters, more than {SCOPE_LIMIT}")
+        if what := unstorable(value):
+            problems.append(f"scope {name} holds {what}")
+    return problems
