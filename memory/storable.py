@@ -17,23 +17,6 @@ import operator
 
 from memory.records import Candidate, Scope
 
-COLUMN_FIELDS = (
-    "content",
-    "key",
-    "idempotency_key",
-    "evidence",
-    "provenance.reference",
-    "provenance.run_id",
-    "provenance.task_id",
-    "provenance.agent",
-    "provenance.subagent",
-    "provenance.schedule",
-    "provenance.subject",
-)
-"""A candidate's texts that land in a column of the store (content and key are
-also bounded by the gate's own rule, `GateConfig`)."""
-_COLUMN_VALUES = operator.attrgetter(*COLUMN_FIELDS)
-
 COLUMN_LIMITS = {
     "idempotency_key": 512,
     "provenance.run_id": 255,
@@ -45,9 +28,13 @@ COLUMN_LIMITS = {
 }
 """The longest text each bounded field's column holds (`memory.tables`; a unit test
 keeps the two equal)."""
-_LIMITED = tuple(
-    (i, name, COLUMN_LIMITS[name]) for i, name in enumerate(COLUMN_FIELDS) if name in COLUMN_LIMITS
-)
+
+COLUMN_FIELDS = ("content", "key", "evidence", "provenance.reference", *COLUMN_LIMITS)
+"""A candidate's texts that land in a column of the store: the unbounded first, then
+the bounded (content and key are also bounded by the gate's own rule, `GateConfig`)."""
+_COLUMN_VALUES = operator.attrgetter(*COLUMN_FIELDS)
+_FIRST_LIMITED = len(COLUMN_FIELDS) - len(COLUMN_LIMITS)
+_SHORTEST_LIMIT = min(COLUMN_LIMITS.values())
 
 SCOPE_LIMIT = 128
 """The longest tenant, user or agent the store holds."""
@@ -70,11 +57,15 @@ def unstorable_fields(candidate: Candidate) -> list[str]:
     """What in the candidate's stored fields the store cannot keep, one phrase per
     problem naming the field, never quoting it; empty when all can be kept."""
     values = _COLUMN_VALUES(candidate)
-    problems = [
-        f"{name} has {len(values[i])} characters, more than {limit}"
-        for i, name, limit in _LIMITED
-        if len(values[i]) > limit
-    ]
+    problems = []
+    if max(map(len, values[_FIRST_LIMITED:])) > _SHORTEST_LIMIT:  # rare: look closer
+        problems = [
+            f"{name} has {len(value)} characters, more than {limit}"
+            for (name, limit), value in zip(
+                COLUMN_LIMITS.items(), values[_FIRST_LIMITED:], strict=True
+            )
+            if len(value) > limit
+        ]
     if unstorable("\n".join(values)):  # the common case: one scan finds nothing
         problems += [
             f"{name} holds {what}"
