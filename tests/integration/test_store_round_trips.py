@@ -280,14 +280,21 @@ def test_a_replayed_handle_gets_its_receipt_and_changes_nothing(store: Store) ->
     assert store.audit("acme") == audited
 
 
-def test_an_apply_that_fails_on_postgresql_leaves_nothing_behind(pg_store: Store) -> None:
-    """The apply's writes are one autocommit statement: a failure anywhere in it (here a
-    run id longer than its column) undoes the queued update of an earlier row too."""
+def test_an_apply_that_fails_on_postgresql_leaves_nothing_behind(
+    pg_engine: Engine, pg_store: Store
+) -> None:
+    """The apply's writes are one autocommit statement: a failure anywhere in it (here
+    its audit rows, refused by a constraint the test adds, after the rows and the
+    update before them in the statement) undoes the queued update of an earlier row too."""
     first = candidate("plan: v1", key="plan")
     pg_store.apply([first], handle="h0", actor="w")
-    too_long = Candidate(ANA, Kind.FACT, "fine text", Provenance(Source.OBSERVED, run_id="r" * 300))
-    with pytest.raises(Exception, match="too long"):
-        pg_store.apply([first.replace(content="plan: v1 edited"), too_long], handle="h1", actor="w")
+    with autocommit(pg_engine) as conn:
+        conn.exec_driver_sql(
+            "ALTER TABLE ns_audit ADD CONSTRAINT test_fault CHECK (actor <> 'faulty')"
+        )
+    retried = first.replace(content="plan: v1 edited")
+    with pytest.raises(Exception, match="test_fault"):
+        pg_store.apply([retried, candidate("fine text")], handle="h1", actor="faulty")
     assert [m.content for m in pg_store.show(ANA, all_statuses=True)] == ["plan: v1"]
     assert pg_store.receipt("h1") is None
     assert len(pg_store.audit("acme")) == 1
