@@ -1,14 +1,15 @@
 """What the store can keep: text without NUL characters or lone surrogates, each
-field no longer than its column.
+field no longer than its column, times with their time zone.
 
 PostgreSQL's `text` cannot hold a NUL, no encoder turns a lone surrogate into
 UTF-8 (and JSON decoders let `"\\ud800"` through, so an event payload can carry
-one), and a `varchar(n)` refuses n + 1 characters. Sent to the database, any of
-these fails the apply's one statement and with it every candidate of the batch;
-found here, the gate refuses the one candidate (`memory.policy`), and a scope
-the store cannot address refuses its batch before anything is written
-(`memory.writing`). SQLite would have kept all of them: checking here keeps the
-backends alike.
+one), a `varchar(n)` refuses n + 1 characters, and a time without a zone names
+no instant (`memory.tables.utc` refuses it). Sent to the database, any of these
+fails the apply's one statement and with it every candidate of the batch; found
+here, the gate refuses the one candidate (`memory.policy`), and a scope the store
+cannot address refuses its batch before anything is written (`memory.writing`).
+SQLite and the in-memory store would have kept most of them: checking here keeps
+the backends alike.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ def unstorable_fields(candidate: Candidate) -> list[str]:
             )
             if len(value) > limit
         ]
+    if candidate.valid_to is not None and candidate.valid_to.utcoffset() is None:
+        problems.append("valid_to has no time zone")
     if unstorable("\n".join(values)):  # the common case: one scan finds nothing
         problems += [
             f"{name} holds {what}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 
 from memory.attachment import parse
@@ -145,20 +147,22 @@ def test_user_memory_is_not_read_from_a_shared_channel_trigger(store: Store) -> 
 
 
 def test_text_the_store_cannot_keep_is_refused_alone_and_its_batch_lands(store: Store) -> None:
-    """A hostile payload's NUL or lone surrogate, or an over-long idempotency key,
-    costs that one candidate: on PostgreSQL it would have failed the whole batch."""
+    """A hostile payload's NUL or lone surrogate, an over-long idempotency key or a
+    time without a zone costs that one candidate, on every backend (on PostgreSQL
+    each failed the whole batch; SQLite and memory kept some)."""
     receipt = store.apply(
         [
             candidate("ticket INC-7 \x00 closed"),
             candidate("ticket INC-8 reopened", reference="mail:\ud800"),
             candidate("ticket INC-9 escalated", idempotency_key="k" * 513),
+            candidate("ticket INC-11 due", valid_to=datetime(2027, 1, 1)),  # no time zone
             candidate("ticket INC-10 resolved"),
         ],
         handle="feed",
         actor="writer",
     )
-    assert [d.outcome for d in receipt.decisions] == [Outcome.REFUSED] * 3 + [Outcome.STORED]
-    assert {d.rule for d in receipt.decisions[:3]} == {"unstorable-text"}
+    assert [d.outcome for d in receipt.decisions] == [Outcome.REFUSED] * 4 + [Outcome.STORED]
+    assert {d.rule for d in receipt.decisions[:4]} == {"unstorable-text"}
     assert "content holds a NUL character" in receipt.decisions[0].reason
     assert [m.content for m in store.show(ANA)] == ["ticket INC-10 resolved"]
     assert store.receipt("feed") == receipt

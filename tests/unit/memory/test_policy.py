@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -68,6 +69,22 @@ CASES: list[tuple[str, Candidate, AgentRules, Action, Kind, str]] = [
         "unstorable-text",
     ),
     ("idempotency key at the limit", cand(idempotency_key="i" * 512), DEFAULT, ACCEPT, FACT, "ok"),
+    (
+        "valid_to without a time zone",
+        cand(valid_to=datetime(2027, 1, 1)),
+        DEFAULT,
+        REFUSE,
+        FACT,
+        "unstorable-text",
+    ),
+    (
+        "valid_to in UTC",
+        cand(valid_to=datetime(2027, 1, 1, tzinfo=UTC)),
+        DEFAULT,
+        ACCEPT,
+        FACT,
+        "ok",
+    ),
     ("NUL in meta is not stored", cand(meta={"raw": "a\x00b"}), DEFAULT, ACCEPT, FACT, "ok"),
     ("unstorable beats secret", cand(f"{CARD}\x00"), DEFAULT, REFUSE, FACT, "unstorable-text"),
     # 3. secrets, wherever they are
