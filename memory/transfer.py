@@ -22,6 +22,7 @@ from sqlalchemy.types import TypeDecorator
 
 from memory.dialect import insert_ignoring_conflicts
 from memory.engine import autocommit
+from memory.storable import unstorable
 from memory.tables import metadata
 
 FORMAT = "nightshift.tenant-export/1"
@@ -120,7 +121,35 @@ def _record(
     unknown = set(row) - set(tables[name].c.keys())
     if unknown:
         raise ImportFormatError(f"line {number}: {name} has no column {sorted(unknown)[0]!r}")
-    return name, _decode(tables[name], row)
+    try:
+        return name, _decode(tables[name], row)
+    except ValueError as error:
+        raise ImportFormatError(f"line {number}: {name}.{error}") from None
+
+
+def _decode(table: Table, row: dict[str, Any]) -> dict[str, Any]:
+    """`row` as the table's columns take it: times parsed, texts checked (a NUL, a lone
+    surrogate or a text longer than its column would fail the whole import as a
+    database error, or be kept by SQLite alone). A problem raises ValueError
+    naming the column."""
+    decoded = {}
+    for column, value in row.items():
+        kind = table.c[column].type
+        if isinstance(value, str) and _is_datetime(table, column):
+            try:
+                value = datetime.fromisoformat(value)
+            except ValueError:
+                raise ValueError(f"{column} is not an ISO 8601 time") from None
+            if value.utcoffset() is None:
+                raise ValueError(f"{column} has no time zone")
+        elif isinstance(value, str):
+            if what := unstorable(value):
+                raise ValueError(f"{column} holds {what}")
+            length = getattr(kind, "length", None)
+            if length is not None and len(value) > length:
+                raise ValueError(f"{column} has {len(value)} characters, more than {length}")
+        decoded[column] = value
+    return decoded
 
 
 def _insert(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> int:
@@ -160,10 +189,3 @@ def _is_datetime(table: Table, name: str) -> bool:
 
 def _encode(table: Table, row: Any) -> dict[str, Any]:
     return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()}
-
-
-def _decode(table: Table, row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: datetime.fromisoformat(v) if isinstance(v, str) and _is_datetime(table, k) else v
-        for k, v in row.items()
-    }

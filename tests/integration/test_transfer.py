@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -128,3 +130,36 @@ def test_an_import_leaves_postgresql_knowing_the_tables_new_size(tmp_path: Path)
         refresh_statistics(engine, report)
         assert rows_known() == 3
         engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "said"),
+    [
+        ("content", "renewal \x00 in March", "ns_memories.content holds a NUL character"),
+        ("reference", "msg-\ud800", "ns_memories.reference holds a lone surrogate"),
+        ("agent", "a" * 300, "ns_memories.agent has 300 characters, more than 128"),
+        ("created_at", "yesterday", "ns_memories.created_at is not an ISO 8601 time"),
+        ("valid_from", "2026-12-01T00:00:00", "ns_memories.valid_from has no time zone"),
+    ],
+)
+def test_a_row_the_store_cannot_keep_is_refused_with_its_line_and_column(
+    tmp_path: Path, database_url: str, column: str, value: str, said: str
+) -> None:
+    source = Store(open_engine(f"sqlite:///{tmp_path / 'a.db'}"))
+    schema.upgrade(source.engine)
+    fill(source)
+    with source.engine.connect() as conn:
+        lines = list(export_tenant(conn, "acme"))
+    number = next(i for i, line in enumerate(lines, start=1) if '"ns_memories"' in line)
+    record = json.loads(lines[number - 1])
+    record["row"][column] = value
+    lines[number - 1] = json.dumps(record)
+    target = Store(open_engine(database_url))
+    schema.upgrade(target.engine)
+    with (
+        pytest.raises(ImportFormatError, match=f"line {number}: {re.escape(said)}"),
+        target.engine.begin() as conn,
+    ):
+        import_tenant(conn, lines)
+    assert target.show(ANA, all_statuses=True) == []
+    target.engine.dispose()
