@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
@@ -13,7 +16,7 @@ from memory.engine import open_engine
 from memory.records import Candidate, Kind, Provenance, Scope, Source
 from memory.store import Store
 from workers import runs, schema
-from workers.cli import main_group
+from workers.cli import first_not_utf8, main_group
 from workers.cli.base import EXIT_INVALID_INPUT
 
 pytestmark = pytest.mark.integration
@@ -241,3 +244,20 @@ def test_write_refuses_a_scope_the_store_cannot_keep_before_sending_it(store: St
     assert result.exit_code == EXIT_INVALID_INPUT
     assert "scope tenant has 129 characters, more than 128" in result.output
     assert "nothing was sent to the writer" in result.output
+
+
+def test_an_argument_that_is_not_utf8_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    assert first_not_utf8(["memory", "show", "--tenant", "acme"]) is None
+    assert first_not_utf8(["memory", "show", "--tenant", "ac\udcffme"]) == 4
+    url = f"sqlite:///{tmp_path / 'never.db'}"
+    args = ["--database-url", url, "memory", "show", "--tenant", "ac\udcffme"]  # byte 0xff
+    done = subprocess.run(
+        [sys.executable, "-c", "from workers.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=60,
+    )
+    assert done.returncode == EXIT_INVALID_INPUT
+    assert "argument 6 ('ac\\udcffme') is not valid UTF-8" in done.stderr
+    assert not (tmp_path / "never.db").exists()

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
+
+import click
+
+from memory.storable import unstorable
 
 # Importing a command module registers its commands on main_group.
 from workers.cli import (
@@ -14,8 +19,22 @@ from workers.cli import (
     schedule_cmds,  # noqa: F401
     system_cmds,  # noqa: F401
 )
-from workers.cli.base import main_group
+from workers.cli.base import EXIT_INVALID_INPUT, main_group
 
 
 def main() -> None:
+    if (position := first_not_utf8(sys.argv[1:])) is not None:
+        # The OS handed over bytes that are not UTF-8 (Python keeps them as lone
+        # surrogates): no store can keep or match them, so say so here, once.
+        shown = sys.argv[position]
+        click.echo(f"Error: argument {position} ({shown!r}) is not valid UTF-8", err=True)
+        sys.exit(EXIT_INVALID_INPUT)
     sys.exit(main_group.main(prog_name="nightshift", standalone_mode=True))
+
+
+def first_not_utf8(args: Sequence[str]) -> int | None:
+    """The 1-based position of the first argument that is not valid UTF-8, if any."""
+    for position, arg in enumerate(args, start=1):
+        if unstorable(arg):  # argv cannot hold a NUL: only a lone surrogate is possible
+            return position
+    return None
