@@ -11,6 +11,7 @@ delivery finds the lease held and does nothing.
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,19 @@ from sqlalchemy import Connection, Text, and_, bindparam, delete, func, or_, sel
 
 from memory.dialect import insert_ignoring_conflicts
 from workers.tables import runs
+
+RUN_KEY_CHARS = 255  # ns_runs.key
+
+
+def fit(prefix: str, text: str, limit: int) -> str:
+    """`prefix + text`, or, when that is longer than `limit`, `prefix`, the start of
+    `text` and "~" with 16 hex digits of `text`'s SHA-256: the same text always fits
+    the same way, so a key made from it still deduplicates."""
+    whole = prefix + text
+    if len(whole) <= limit:
+        return whole
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return f"{prefix}{text[: limit - len(prefix) - 17]}~{digest}"
 
 
 class RunStatus(enum.StrEnum):

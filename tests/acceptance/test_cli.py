@@ -107,6 +107,25 @@ def test_trigger_for_an_unknown_agent_fails_and_enqueues_nothing(tmp_path: Path)
     assert json.loads(nightshift(tmp_path, "runs", "--json").stdout) == []
 
 
+def test_trigger_refuses_a_user_the_store_cannot_keep(tmp_path: Path) -> None:
+    result = nightshift(
+        tmp_path, "trigger", "feed-watcher", "--tenant", "acme", "--user", "u" * 300
+    )
+    assert result.returncode == 3
+    assert "scope user has 300 characters, more than 128; nothing was enqueued" in result.stderr
+    assert json.loads(nightshift(tmp_path, "runs", "--json").stdout) == []
+
+
+def test_a_long_event_id_still_makes_one_run(tmp_path: Path) -> None:
+    event = ["trigger", "feed-watcher", "--tenant", "acme", "--event-id", "e" * 300, "--json"]
+    first = json.loads(nightshift(tmp_path, *event).stdout)
+    again = json.loads(nightshift(tmp_path, *event).stdout)
+    assert (first["enqueued"], again["enqueued"]) == (True, False)
+    assert first["run_key"] == again["run_key"] and len(first["run_key"]) == 255
+    [run] = json.loads(nightshift(tmp_path, "runs", "--json").stdout)
+    assert run["key"] == first["run_key"]
+
+
 @pytest.mark.parametrize(
     ("payload", "message"),
     [

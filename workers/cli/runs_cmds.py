@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from memory.records import Scope
+from memory.storable import scope_problems
 from workers import runs, subagents
 from workers.agents import UnknownAgentError, resolve
 from workers.app import create_app
@@ -26,7 +28,7 @@ from workers.cli.base import (
     pass_context,
 )
 from workers.enqueue import enqueue
-from workers.runs import FINISHED, Run, RunRequest
+from workers.runs import FINISHED, RUN_KEY_CHARS, Run, RunRequest, fit
 from workers.runtime import Runtime
 
 
@@ -71,10 +73,14 @@ def trigger(
         resolve(agent, settings.agents)
     except UnknownAgentError as error:
         raise InvalidInput(str(error)) from None
+    if problems := scope_problems(Scope(tenant, user, agent)):
+        raise InvalidInput(f"{'; '.join(problems)}; nothing was enqueued")
     payload = _read_payload(payload_file, settings.max_payload_bytes)
     rt = connect(obj)
     scope_key = f"{agent}/{tenant}/{user or '*'}"
-    key = f"{scope_key}@event:{event_id}" if event_id else f"{scope_key}@manual:{uuid.uuid4()}"
+    trigger = f"event:{event_id}" if event_id else f"manual:{uuid.uuid4()}"
+    # A long event id is shortened with its hash: the same event still makes one run.
+    key = fit("", f"{scope_key}@{trigger}", RUN_KEY_CHARS)
     request = RunRequest(
         key=key,
         agent=agent,

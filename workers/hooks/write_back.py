@@ -13,12 +13,11 @@ the same key writes nothing new.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 
 from memory.records import Candidate, Source, content_hash
 from workers.hooks import Hook
 from workers.hooks.state import RunState
-from workers.runs import RunStatus
+from workers.runs import RunStatus, fit
 from workers.subagents import as_subagent_result, parent_agent
 
 KEEPS_OUTPUT = frozenset({RunStatus.SUCCEEDED, RunStatus.PARTIAL})
@@ -73,11 +72,7 @@ RECEIPT_HANDLE_CHARS = 64  # ns_write_receipts.handle
 
 def receipt_handle(prefix: str, run_key: str) -> str:
     """`<prefix>:<run key>`, shortened with a hash when it would not fit a receipt handle."""
-    handle = f"{prefix}:{run_key}"
-    if len(handle) <= RECEIPT_HANDLE_CHARS:
-        return handle
-    digest = hashlib.sha256(run_key.encode()).hexdigest()[:16]
-    return f"{prefix}:{run_key[: RECEIPT_HANDLE_CHARS - len(prefix) - 18]}~{digest}"
+    return fit(f"{prefix}:", run_key, RECEIPT_HANDLE_CHARS)
 
 
 def as_agent_output(candidate: Candidate) -> Candidate:
