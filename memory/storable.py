@@ -17,18 +17,27 @@ from __future__ import annotations
 import operator
 
 from memory.records import Candidate, Scope
+from memory.tables import memories
+
+
+def _length(column: str) -> int:
+    length: int = memories.c[column].type.length  # type: ignore[attr-defined]
+    return length
+
 
 COLUMN_LIMITS = {
-    "idempotency_key": 512,
-    "provenance.run_id": 255,
-    "provenance.task_id": 255,
-    "provenance.agent": 128,
-    "provenance.subagent": 128,
-    "provenance.schedule": 128,
-    "provenance.subject": 128,
+    field: _length(field.removeprefix("provenance."))
+    for field in (
+        "idempotency_key",
+        "provenance.run_id",
+        "provenance.task_id",
+        "provenance.agent",
+        "provenance.subagent",
+        "provenance.schedule",
+        "provenance.subject",
+    )
 }
-"""The longest text each bounded field's column holds (`memory.tables`; a unit test
-keeps the two equal)."""
+"""The longest text each bounded field's column holds, read off `memory.tables`."""
 
 COLUMN_FIELDS = ("content", "key", "evidence", "provenance.reference", *COLUMN_LIMITS)
 """A candidate's texts that land in a column of the store: the unbounded first, then
@@ -37,8 +46,12 @@ _COLUMN_VALUES = operator.attrgetter(*COLUMN_FIELDS)
 _FIRST_LIMITED = len(COLUMN_FIELDS) - len(COLUMN_LIMITS)
 _SHORTEST_LIMIT = min(COLUMN_LIMITS.values())
 
-SCOPE_LIMIT = 128
-"""The longest tenant, user or agent the store holds."""
+SCOPE_LIMITS = {
+    "tenant": _length("tenant"),
+    "user": _length("user_id"),
+    "agent": _length("agent_id"),
+}
+"""The longest tenant, user and agent the store holds."""
 
 
 def unstorable(text: str) -> str:
@@ -81,9 +94,11 @@ def unstorable_fields(candidate: Candidate) -> list[str]:
 def scope_problems(scope: Scope) -> list[str]:
     """What in `scope` the store cannot keep, as `unstorable_fields` says it."""
     problems = []
-    for name, value in (("tenant", scope.tenant), ("user", scope.user), ("agent", scope.agent)):
-        if len(value) > SCOPE_LIMIT:
-            problems.append(f"scope {name} has {len(value)} characters, more than {SCOPE_LIMIT}")
+    for (name, limit), value in zip(
+        SCOPE_LIMITS.items(), (scope.tenant, scope.user, scope.agent), strict=True
+    ):
+        if len(value) > limit:
+            problems.append(f"scope {name} has {len(value)} characters, more than {limit}")
         if what := unstorable(value):
             problems.append(f"scope {name} holds {what}")
     return problems

@@ -23,7 +23,7 @@ from sqlalchemy import Connection, Text, and_, bindparam, delete, func, or_, sel
 from memory.dialect import insert_ignoring_conflicts
 from workers.tables import runs
 
-RUN_KEY_CHARS = 255  # ns_runs.key
+RUN_KEY_CHARS: int = runs.c.key.type.length  # type: ignore[attr-defined]
 
 
 def fit(prefix: str, text: str, limit: int) -> str:
