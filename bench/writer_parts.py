@@ -61,6 +61,12 @@ def _receipt_without_decisions(conn: Any, writes: pending.PendingWrites) -> None
     _flush(conn, writes)
 
 
+def _nothing_existing(self: SqlRows, idempotency: object, slots: object) -> Callable[[], Any]:
+    """No lookup: the batch is applied as if none of its keys or slots held a row (so
+    it supersedes nothing either)."""
+    return lambda: ({}, {})
+
+
 def _accept_all(candidate: Candidate, rules: AgentRules) -> Verdict:
     """No gate: every candidate accepted as it came."""
     return Verdict(Action.ACCEPT, candidate.kind, "accepted", Rule.OK)
@@ -78,6 +84,10 @@ PARTS: dict[str, Part] = {
     "receipt decisions": (
         nullcontext,
         lambda: swapped(pending, "_flush_postgres", _receipt_without_decisions),
+    ),
+    "the lookup (and so supersession)": (
+        nullcontext,
+        lambda: swapped(SqlRows, "ask_existing", _nothing_existing),
     ),
     # Whatever the round trip: the thread is used only across a network (`memory.meanwhile`).
     "the lookup's thread beside the gate": (

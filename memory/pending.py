@@ -70,12 +70,13 @@ class PendingWrites:
         else:
             for memory_id, changes in self.updates.items():
                 queries.update_memory(conn, memory_id, changes)
-            queries.insert_memories(conn, self.memories)
+            # Superseded before the successors arrive: one active value per slot.
             by_time: dict[datetime, dict[str, str]] = {}
             for old_id, new_id, at in self.successors:
                 by_time.setdefault(at, {})[old_id] = new_id
             for at, successors in by_time.items():
                 queries.supersede_many(conn, successors, at)
+            queries.insert_memories(conn, self.memories)
             queries.record_audit(conn, self.audit)
             for receipt in self.receipts:
                 queries.save_receipt(conn, receipt)
@@ -209,14 +210,19 @@ _UPDATE_COLUMNS = (
 """The columns an apply changes on an existing row (a retry's new text, its supersession)."""
 _KEEP = ", ".join(f"{name} = coalesce(u.{name}, m.{name})" for name, _ in _UPDATE_COLUMNS[1:])
 
+_AFTER_UPDATES = "WHERE (SELECT count(*) FROM updated) + (SELECT count(*) FROM superseded) >= 0"
+"""Always true; reading the two UPDATEs' results makes them run to the end before the
+first new row is inserted. Data-modifying CTEs that nothing reads run in no promised
+order, and a new active value inserted while its predecessor is still active would
+break the one-active-value-per-slot index (`memory.tables`)."""
+
 WRITE_ALL = f"""
 WITH updated AS (
     UPDATE ns_memories AS m SET {_KEEP}
     FROM json_to_recordset(%(updates)s::json)
         AS u({", ".join(f"{name} {kind}" for name, kind in _UPDATE_COLUMNS)})
     WHERE m.id = u.id AND m.id = ANY(%(update_ids)s::varchar[])
-), new_memories AS (
-    INSERT INTO ns_memories {_rows("memories", _MEMORY_COLUMNS, {"search_vector": SEARCH_VECTOR})}
+    RETURNING 1
 ), superseded AS (
     UPDATE ns_memories AS m
     SET status = 'superseded', superseded_at = s.at, valid_to = s.at,
@@ -224,6 +230,10 @@ WITH updated AS (
     FROM unnest(%(old_ids)s::varchar[], %(new_ids)s::varchar[], %(at)s::timestamptz[])
         AS s(old_id, new_id, at)
     WHERE m.id = s.old_id
+    RETURNING 1
+), new_memories AS (
+    INSERT INTO ns_memories {_rows("memories", _MEMORY_COLUMNS, {"search_vector": SEARCH_VECTOR})}
+    {_AFTER_UPDATES}
 ), audited AS (
     INSERT INTO ns_audit {_rows("audit", _AUDIT_COLUMNS)}
 )
@@ -233,7 +243,8 @@ INSERT INTO ns_write_receipts {_rows("receipts", _RECEIPT_COLUMNS)}
 rows (new rows are linked to their predecessors before they are inserted; the
 UPDATE only reaches rows that existed before the statement), so running them
 against one snapshot is what the separate statements did. A data-modifying CTE
-runs to completion whether or not anything reads it, so none returns rows and the
+runs to completion whether or not anything reads it; the UPDATEs return a row per
+row changed only so that the INSERT can wait for them (`_AFTER_UPDATES`), and the
 statement has no result set (nothing to describe, copy or build metadata for).
 New rows bring their search vector, which spares each a trigger call
 (`memory.fulltext.POSTGRES_VECTOR_GIVEN`).

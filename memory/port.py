@@ -228,6 +228,11 @@ class ScopeRefused(ValueError):
     the whole batch is refused before anything is written."""
 
 
+class HandleTaken(ValueError):
+    """An apply names a receipt handle another tenant's batch already used: the stored
+    receipt is not that batch's to return, so nothing is written."""
+
+
 class EditRefused(ValueError):
     """The edit's content breaks a rule every write obeys (a secret, empty, too long)."""
 

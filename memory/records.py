@@ -180,9 +180,11 @@ class Candidate:
         return dataclasses.replace(self, **changes)
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-safe form for a queue message (the writer rebuilds it with from_json)."""
+        """A JSON-safe form for a queue message (the writer rebuilds it with from_json).
+        The scope travels as its three fields, not as its `tenant/user/agent` text:
+        a user named `*` or one holding a `/` would not parse back to itself."""
         return {
-            "scope": str(self.scope),
+            "scope": [self.scope.tenant, self.scope.user, self.scope.agent],
             "kind": self.kind.value,
             "content": self.content,
             "key": self.key,
@@ -203,7 +205,7 @@ class Candidate:
         provenance["source"] = Source(provenance["source"])
         valid_to = data.get("valid_to")
         return cls(
-            scope=Scope.parse(data["scope"]),
+            scope=_scope_from_json(data["scope"]),
             kind=Kind(data["kind"]),
             content=data["content"],
             key=data.get("key", ""),
@@ -214,6 +216,15 @@ class Candidate:
             meta=data.get("meta", {}),
             provenance=Provenance(**provenance),
         )
+
+
+def _scope_from_json(value: Any) -> Scope:
+    """A scope as `Candidate.to_json` writes it; its text form in messages queued by
+    an earlier release."""
+    if isinstance(value, str):
+        return Scope.parse(value)
+    tenant, user, agent = value
+    return Scope(tenant, user, agent)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,11 @@
 """The SQL backend: one SQLAlchemy Core implementation for PostgreSQL and SQLite.
 
 A batch is one transaction: `BEGIN IMMEDIATE` on SQLite (see `memory.engine`),
-read committed on PostgreSQL with the unique idempotency key and the version
-check in `UPDATE … WHERE version = :expected` closing the races. Transient
-errors retry the whole batch; a concurrent writer that stored the same handle or
-key first makes the batch replay, and the replay finds its rows.
+read committed on PostgreSQL with the unique idempotency key, the unique active
+value per slot and the version check in `UPDATE … WHERE version = :expected`
+closing the races. Transient errors retry the whole batch; a concurrent writer
+that stored the same handle, key or slot first makes the batch replay, and the
+replay finds its rows.
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ from memory.records import Memory, Scope
 from memory.tables import metadata
 from memory.unit import Existing, perform
 
+REPLAYS = 8
+"""How many times a batch is applied the ordinary way before a unique key it keeps
+meeting is raised. Each replay reads what the writers that beat it stored, and of
+writers racing for one slot or key one commits in every round: enough for eight."""
+
 
 class SqlBackend(MemoryBackend):
     """Memory in the `ns_memories` tables of one engine."""
@@ -62,10 +68,12 @@ class SqlBackend(MemoryBackend):
                 # concurrent writer stored one of its keys first: nothing of the
                 # statement landed. The ordinary way reads the receipt first.
                 pass
-        try:
-            return self._write(ops)
-        except exc.IntegrityError:
-            return self._write(ops)
+        for _ in range(REPLAYS - 1):
+            try:
+                return self._write(ops)
+            except exc.IntegrityError:
+                continue  # another writer got there first: read again, apply again
+        return self._write(ops)
 
     @retrying()
     def _read(self, ops: Sequence[Op]) -> list[Any]:

@@ -23,6 +23,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    and_,
     literal_column,
 )
 from sqlalchemy.dialects.postgresql import TSVECTOR
@@ -127,6 +128,20 @@ Index(
     memories.c.key,
     postgresql_where=KEYED_ROW,
     sqlite_where=KEYED_ROW,
+)
+# One active value per slot, whoever writes: the writer's supersession, a review's
+# approval and two writers racing (a second consumer on a shard's queue) all meet
+# it. A write that would leave two active values fails and is applied again from a
+# fresh read (`memory.sql`). It also answers the slot lookups of the writer.
+Index(
+    "uq_ns_memories_active_slot",
+    memories.c.tenant,
+    memories.c.user_id,
+    memories.c.agent_id,
+    memories.c.key,
+    unique=True,
+    postgresql_where=and_(ACTIVE_ROW, KEYED_ROW),
+    sqlite_where=and_(ACTIVE_ROW, KEYED_ROW),
 )
 # No index on run_id: forgetting by run asks for `run_id = ? OR task_id = ?` within
 # a tenant, which the scope index answers; a run_id index was never used and cost

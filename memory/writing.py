@@ -37,6 +37,7 @@ from memory.port import (
     EditOp,
     EditRefused,
     EditResult,
+    HandleTaken,
     MemoryNotFound,
     NotPending,
     ReviewOp,
@@ -57,6 +58,11 @@ def apply(rows: RowAccess, op: ApplyOp) -> WriteReceipt:
     _check_scopes(op.candidates)
     earlier = rows.get_receipt(op.handle)
     if earlier is not None:
+        if op.candidates and earlier.tenant != op.candidates[0].scope.tenant:
+            raise HandleTaken(
+                f"receipt handle {op.handle!r} was used by another tenant's write;"
+                " nothing was written"
+            )
         return earlier
     keys = _Keys(op.candidates)
     existing = rows.ask_existing(keys.idempotency(), keys.slots())
@@ -228,10 +234,7 @@ class _Batch:
         changed = dataclasses.replace(memory, **changes)
         if memory.id in self.new:
             self.new[memory.id] = changed
-        else:
-            if self.superseded.pop(memory.id, None) is not None:
-                # Superseded earlier in this batch: one update carries both changes.
-                changes = {name: getattr(memory, name) for name in _SUPERSEDED_FIELDS} | changes
+        else:  # never a row superseded earlier in the batch: `_not_replaceable`
             self.rows.update(memory.id, changes)
             self.updated.add(memory.id)
         self.by_idem[(memory.scope, memory.idempotency_key)] = changed
@@ -286,6 +289,15 @@ class _Batch:
                     "the same write was applied before",
                     earlier.id,
                 )
+            if why_not := _not_replaceable(earlier, candidate, status):
+                return Decision(
+                    index,
+                    Outcome.REFUSED,
+                    kind.value,
+                    "idempotency-conflict",
+                    f"idempotency key {idempotency_key!r} names memory {earlier.id}, {why_not}",
+                    earlier.id,
+                )
             self._set(
                 earlier,
                 {"content": candidate.content, "kind": kind, "version": earlier.version + 1},
@@ -338,16 +350,32 @@ class _Batch:
         return Decision(index, outcome, kind.value, rule, reason, row.id)
 
 
+def _not_replaceable(earlier: Memory, candidate: Candidate, status: Status) -> str:
+    """Why a candidate may not replace the text of the row its idempotency key names
+    ("" when it may). A retry is the same write again: from the same source, judged
+    to the same standing, onto a row that is still current. Anything else would let
+    an agent's value into a person's statement, or skip review, or rewrite history."""
+    if earlier.status not in (Status.ACTIVE, Status.PENDING_REVIEW):
+        return f"which is {earlier.status.value}; history is not rewritten"
+    if earlier.source is not candidate.provenance.source:
+        return (
+            f"written from {earlier.source.value}; a write from"
+            f" {candidate.provenance.source.value} cannot replace it"
+        )
+    if earlier.status is not status:
+        return (
+            f"which is {earlier.status.value}; this write would be"
+            f" {status.value}, so it cannot replace it"
+        )
+    return ""
+
+
 def _idempotency_key(candidate: Candidate, digest: str) -> str:
     """`candidate.effective_idempotency_key()`, given its content hash already made."""
     if candidate.idempotency_key:
         return candidate.idempotency_key
     p = candidate.provenance
     return f"{p.task_id or p.run_id}:{candidate.key or digest}"
-
-
-_SUPERSEDED_FIELDS = ("status", "superseded_at", "valid_to", "superseded_by_id", "version")
-"""What `_superseded` changes."""
 
 
 def _superseded(old: Memory, new_id: str, now: datetime) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import pytest
 
 from memory.loading import Loaded
 from memory.policy import AgentRules
-from memory.port import EditConflict, EditRefused, MemoryNotFound, NotPending
+from memory.port import EditConflict, EditRefused, HandleTaken, MemoryNotFound, NotPending
 from memory.receipts import Outcome
 from memory.records import Kind, Scope, Source, Status
 from memory.store import LoadBounds, Store
@@ -90,6 +90,52 @@ def test_retries_and_duplicate_deliveries_store_one_memory(store: Store) -> None
         "billing-api error rate 1.2%",
         "billing-api error rate 1.5%",
     ]
+
+
+def test_a_retry_replaces_only_the_same_write_still_current(store: Store) -> None:
+    said = store.apply(
+        [candidate("Ana works at Acme", key="employer", source=Source.STATED)],
+        handle="h1",
+        actor="writer",
+    )
+    # The same idempotency key (run-1:employer) from an agent's inference: not a retry.
+    inferred = store.apply(
+        [candidate("Ana works at Globex", key="employer", source=Source.INFERRED)],
+        handle="h2",
+        actor="writer",
+    )
+    [decision] = inferred.decisions
+    assert (decision.outcome, decision.rule) == (Outcome.REFUSED, "idempotency-conflict")
+    assert "written from stated" in decision.reason
+    [kept] = store.show(ANA)
+    assert (kept.content, kept.source, kept.version) == ("Ana works at Acme", Source.STATED, 1)
+    # A superseded row keeps its text: history is not rewritten by a late retry.
+    store.apply(
+        [candidate("Ana works at Initech", key="employer", source=Source.STATED, task="run-2")],
+        handle="h3",
+        actor="writer",
+    )
+    late = store.apply(
+        [candidate("Ana works at Acme Corp", key="employer", source=Source.STATED)],
+        handle="h4",
+        actor="writer",
+    )
+    assert late.decisions[0].outcome is Outcome.REFUSED
+    assert "superseded; history is not rewritten" in late.decisions[0].reason
+    old, new = store.history(ANA, "employer")
+    assert (old.id, old.content) == (said.decisions[0].memory_id, "Ana works at Acme")
+    assert new.content == "Ana works at Initech"
+
+
+def test_a_receipt_handle_is_not_shared_across_tenants(store: Store) -> None:
+    store.apply([candidate("acme renews in May")], handle="run-1:write", actor="writer")
+    globex = Scope("globex", "gil", "triage")
+    with pytest.raises(HandleTaken, match="another tenant"):
+        store.apply(
+            [candidate("globex renews in June", scope=globex)], handle="run-1:write", actor="w"
+        )
+    assert store.show(globex) == []
+    assert [m.content for m in store.show(ANA)] == ["acme renews in May"]
 
 
 def test_new_value_for_a_key_supersedes_and_history_shows_the_chain(

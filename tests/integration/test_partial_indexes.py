@@ -1,4 +1,4 @@
-"""The load and the slot lookups can use the partial indexes (0008) on both dialects.
+"""The load and the slot lookups can use the partial indexes (0008, 0010) on both dialects.
 
 A partial index serves a statement only when the statement carries the index's
 own predicate as written: a bound parameter in its place (`status = ?`) does not
@@ -43,10 +43,10 @@ def test_a_load_reads_the_active_rows_index(filled: Store) -> None:
     assert plans.using("ix_ns_memories_loadable"), plans.plans
 
 
-def test_a_slot_lookup_reads_the_keyed_rows_index(filled: Store) -> None:
+def test_a_slot_lookup_reads_the_active_slots_index(filled: Store) -> None:
     with Plans() as plans:
         filled.apply([fact("ana lives in Porto", "home", run="t2")], handle="h2", actor="ana")
-    assert plans.using("ix_ns_memories_scope_key"), plans.plans
+    assert plans.using("uq_ns_memories_active_slot"), plans.plans
     assert [m.content for m in filled.history(ANA, "home")] == [
         "ana lives in Lisbon",
         "ana lives in Porto",

@@ -4,6 +4,7 @@ the shortcuts (queued writes, a load's winners taken from its pool) change no re
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from typing import Any
@@ -204,7 +205,9 @@ def test_a_row_retried_and_superseded_in_one_batch_is_written_once(
     store: Store, retry_first: bool
 ) -> None:
     """One batch both replaces a stored row's text (a retry of its idempotency key) and
-    supersedes it (a new value for its slot): both changes land, in one update."""
+    supersedes it (a new value for its slot): both changes land, in one update. A
+    retry that comes after the supersession finds the row superseded and is refused:
+    history is not rewritten."""
     first = Candidate(
         scope=ANA,
         kind=Kind.FACT,
@@ -219,15 +222,16 @@ def test_a_row_retried_and_superseded_in_one_batch_is_written_once(
     batch = [retry, successor] if retry_first else [successor, retry]
     receipt = store.apply(batch, handle="h1", actor="w")
     outcomes = {d.outcome for d in receipt.decisions}
-    assert outcomes == {Outcome.REPLACED, Outcome.SUPERSEDED}
+    retried = Outcome.REPLACED if retry_first else Outcome.REFUSED
+    assert outcomes == {retried, Outcome.SUPERSEDED}
     old, new = store.history(ANA, "plan")
-    assert old.content == "plan: v1 (corrected)"
+    assert old.content == ("plan: v1 (corrected)" if retry_first else "plan: v1")
     assert (old.status.value, old.superseded_by_id, new.supersedes_id) == (
         "superseded",
         new.id,
         old.id,
     )
-    assert old.version == 3  # one bump for each change
+    assert old.version == (3 if retry_first else 2)  # one bump for each change
     assert [m.id for m in store.search(ANA, "corrected")] == []  # superseded: not loadable
     assert [m.content for m, _ in store.search(ANA, "v2")] == ["plan: v2"]
 
@@ -406,7 +410,8 @@ def test_the_writer_s_plans_made_on_an_empty_table_still_probe_by_key(
             " content_hash, status, source, confidence, idempotency_key, created_at,"
             " valid_from, last_reinforced_at)"
             " SELECT 'bulk-' || n, 'acme', 'ana', 'triage', 'fact', 'slot-' || mod(n, 50),"
-            " 'bulk note ' || n, 'h', 'active', 'observed', 0.5, 'bulk:' || n, now(), now(), now()"
+            " 'bulk note ' || n, 'h', CASE WHEN n <= 50 THEN 'active' ELSE 'superseded' END,"
+            " 'observed', 0.5, 'bulk:' || n, now(), now(), now()"
             " FROM generate_series(1, 5000) AS n"
         )
     retry = candidate("a note, corrected", task="run-0").replace(idempotency_key="run-0:x")
@@ -427,3 +432,29 @@ def test_the_writer_s_plans_made_on_an_empty_table_still_probe_by_key(
                 if "Scan" in line and "ns_memories" in line:
                     assert "Index" in line or "Bitmap Heap Scan" in line, plan
             assert "Index Cond: " in plan and "Filter: ((idempotency_key)" not in plan, plan
+
+
+def test_writers_racing_for_one_slot_leave_one_active_value(store: Store) -> None:
+    """Several writers apply a value for the same key at the same moment (a second
+    consumer on a shard's queue): each value lands, one stays active, and every
+    older one is superseded exactly once, in one chain."""
+    writers, rounds = 4, 6
+    for r in range(rounds):
+        barrier = threading.Barrier(writers)
+
+        def write(i: int, r: int = r, barrier: threading.Barrier = barrier) -> None:
+            value = candidate(f"plan: v{r}.{i}", key="plan", task=f"run-{r}-{i}")
+            barrier.wait()
+            store.apply([value], handle=f"h{r}-{i}", actor="w")
+
+        threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    versions = store.history(ANA, "plan")
+    assert len(versions) == writers * rounds
+    assert [m.content for m in store.show(ANA)] == [versions[-1].content]
+    successors = [m.superseded_by_id for m in versions[:-1]]
+    assert len(set(successors)) == len(successors)  # nobody superseded twice
+    assert set(successors) == {m.id for m in versions[1:]}

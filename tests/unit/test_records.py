@@ -76,6 +76,23 @@ def test_candidate_json_round_trip_and_default_idempotency_key() -> None:
     assert c.replace(key="disk").effective_idempotency_key() == "task-1:disk"
 
 
+@pytest.mark.parametrize(
+    "scope",
+    [Scope("acme", "*", "triage"), Scope("acme", "ana", "*"), Scope("acme", "git/ana", "a/b")],
+)
+def test_a_queued_candidate_keeps_its_scope_whatever_its_names(scope: Scope) -> None:
+    # A user named "*" read back as the wildcard would turn a private memory into
+    # the agent layer, readable by every user of the agent.
+    c = Candidate(scope, Kind.FACT, "x", Provenance(source=Source.STATED))
+    assert Candidate.from_json(c.to_json()).scope == scope
+
+
+def test_a_candidate_queued_by_an_earlier_release_still_reads() -> None:
+    c = Candidate(Scope("acme", "ana", "triage"), Kind.FACT, "x", Provenance(source=Source.STATED))
+    legacy = {**c.to_json(), "scope": "acme/ana/triage"}
+    assert Candidate.from_json(legacy) == c
+
+
 def memory(
     content: str, *, confidence: float = 0.8, age_days: float = 0, score: float = 1.0
 ) -> Memory:
