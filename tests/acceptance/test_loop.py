@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -125,3 +128,57 @@ def test_nightshift_up_shows_continuity_on_a_fresh_data_dir(system: System) -> N
     assert "loaded 0 memories" in first and "3 stored" in first, out
     assert "loaded 3 memories" in second and "skipped 3 already handled" in second, out
     assert "STILL EXISTS" not in out and out.count("is gone") == 2, out
+
+
+def _processes_with(env_entry: str) -> list[int]:
+    """Processes whose environment holds `env_entry` (``NAME=value``)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                environ = (proc / "environ").read_bytes().split(b"\0")
+            except OSError:  # gone meanwhile, or not ours to read
+                continue
+            if env_entry.encode() in environ:
+                found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.parametrize("system", ["embedded"], indirect=True)
+def test_nightshift_up_stopped_by_sigterm_stops_every_child(system: System) -> None:
+    """`kill`, systemd and `docker stop` send SIGTERM, not Ctrl-C: the worker, writer
+    and beat must not outlive `up` (beat would go on firing runs)."""
+    env = {
+        k: v
+        for k, v in system.env.items()
+        if k not in ("NIGHTSHIFT_DATABASE_URL", "NIGHTSHIFT_AGENTS")
+    }
+    data_dir = system.root / "sigterm"
+    env["NIGHTSHIFT_DATA_DIR"] = str(data_dir)
+    up = subprocess.Popen(
+        [sys.executable, "-m", "workers.cli", "up"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=system.root,
+    )
+    try:
+        assert up.stdout is not None
+        seen = []
+        for line in up.stdout:  # until the children are started
+            seen.append(line)
+            if "Ctrl-C to stop" in line:
+                break
+        assert len(_processes_with(f"NIGHTSHIFT_DATA_DIR={data_dir}")) > 1, seen  # children
+        up.send_signal(signal.SIGTERM)
+        rest, _ = up.communicate(timeout=60)
+    finally:
+        up.kill()
+        left = _processes_with(f"NIGHTSHIFT_DATA_DIR={data_dir}")
+        for pid in left:  # never leave them running past the test, whatever it found
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert up.returncode == 0, "".join(seen) + rest
+    assert "stopping…" in rest
+    assert left == []

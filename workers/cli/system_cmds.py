@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -162,24 +163,35 @@ def up(
     )
     apply_path(rt, path, dry_run=False, prune=True, as_json=False)
     supervisor = Supervisor(settings, log_dir=settings.data_dir / "logs")
-    supervisor.start("worker", celery_command("worker", 2))
-    if settings.writer_shards == 1:
-        supervisor.start("writer", celery_command("writer"))
-    for shard in range(settings.writer_shards if settings.writer_shards > 1 else 0):
-        supervisor.start(f"writer-{shard}", celery_command("writer", shard=shard))
-    supervisor.start("beat", celery_command("beat"))
-    if with_flower:
-        _announce_flower(settings)
-        supervisor.start("flower", flower_command(settings))
-    click.echo(f"logs in {supervisor.log_dir}; Ctrl-C to stop\n")
+    # `kill`, systemd and `docker stop` send SIGTERM (a closed terminal, SIGHUP): stop
+    # the children as Ctrl-C does. Their own sessions keep them from these signals,
+    # so without this they would outlive `up`, and beat would go on firing.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
     code = 0
     try:
+        supervisor.start("worker", celery_command("worker", 2))
+        if settings.writer_shards == 1:
+            supervisor.start("writer", celery_command("writer"))
+        for shard in range(settings.writer_shards if settings.writer_shards > 1 else 0):
+            supervisor.start(f"writer-{shard}", celery_command("writer", shard=shard))
+        supervisor.start("beat", celery_command("beat"))
+        if with_flower:
+            _announce_flower(settings)
+            supervisor.start("flower", flower_command(settings))
+        click.echo(f"logs in {supervisor.log_dir}; Ctrl-C to stop\n")
         code = watch_runs(rt, supervisor, stop_after=stop_after)
     except KeyboardInterrupt:
         click.echo("\nstopping…")
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)  # a second signal must not cut the stop short
         supervisor.stop_all()
     sys.exit(code)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _exec(settings: Settings, argv: list[str]) -> None:
