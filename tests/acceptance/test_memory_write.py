@@ -44,7 +44,7 @@ def test_operator_write_passes_the_gate_and_prints_the_receipt(system: System) -
         "90",
         "--json",
     )
-    assert secret.returncode == 0, secret.stdout + secret.stderr
+    assert secret.returncode == 3, secret.stdout + secret.stderr  # refused: scripts see it
     [decision] = json.loads(secret.stdout)["decisions"]
     assert (decision["outcome"], decision["rule"]) == ("refused", "secret")
     system.stop()

@@ -8,6 +8,7 @@ run of that agent would be given from a trigger of that origin.
 from __future__ import annotations
 
 import json
+import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -16,15 +17,18 @@ from typing import Any
 import click
 
 from memory.attachment import AttachmentError, from_path
+from memory.receipts import Outcome
 from memory.records import ANY, Candidate, Kind, Memory, Provenance, Scope, Source
 from memory.storable import scope_problems
 from memory.store import LoadBounds
 from memory.transfer import ImportFormatError, export_tenant, import_tenant, refresh_statistics
 from workers import runs
 from workers.cli.base import (
+    EXIT_INVALID_INPUT,
     Context,
     F,
     InvalidInput,
+    Unavailable,
     connect,
     emit_json,
     emit_table,
@@ -334,12 +338,16 @@ def write(
     deadline = time.monotonic() + timeout
     while (found := rt.store.receipt(handle)) is None:
         if time.monotonic() > deadline:
-            raise click.ClickException(
-                f"no receipt for {handle} after {timeout:g}s: is a memory writer running? "
-                f"(poll later with `nightshift memory receipt {handle}`)"
+            raise Unavailable(
+                f"no receipt for {handle} after {timeout:g}s: is a memory writer running"
+                " on this database? (poll later with"
+                f" `nightshift memory receipt {handle}`)"
             )
         time.sleep(0.2)
     emit_json(found.to_json()) if as_json else _print_receipt(found)
+    if any(d.outcome is Outcome.REFUSED for d in found.decisions):
+        # The gate's answer is printed above; scripts see it in the exit code too.
+        sys.exit(EXIT_INVALID_INPUT)
 
 
 @memory.command("why")
