@@ -41,8 +41,17 @@ T = TypeVar("T")
 
 
 def open_engine(url: str, *, pool_size: int = 5) -> Engine:
-    """An engine for `url` (postgresql:// or sqlite:///path), with nightshift's settings."""
-    parsed = make_url(url)
+    """An engine for `url` (postgresql:// or sqlite:///path), with nightshift's settings.
+    Raises ValueError, saying what is wrong, for a URL it cannot use."""
+    try:
+        parsed = make_url(url)
+    except exc.ArgumentError:
+        raise ValueError(
+            f"database URL {url.split('@')[-1]!r} is not a URL: use postgresql://… or"
+            " sqlite:///path"
+        ) from None
+    if parsed.drivername == "postgres":  # libpq's and Heroku's spelling
+        parsed = parsed.set(drivername="postgresql")
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)

@@ -234,7 +234,8 @@ class HandleTaken(ValueError):
 
 
 class EditRefused(ValueError):
-    """The edit's content breaks a rule every write obeys (a secret, empty, too long)."""
+    """An operator's edit or review breaks a rule every stored text obeys: its content
+    or reason holds a secret or what the store cannot keep; content empty or too long."""
 
 
 class NotPending(ValueError):

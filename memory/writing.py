@@ -414,8 +414,19 @@ def check_content(content: str) -> None:
         raise EditRefused(f"secret ({', '.join(kinds)}) in content; secrets are never stored")
 
 
+def check_reason(reason: str) -> None:
+    """An operator's reason lands in the audit trail as written: it obeys the rules of
+    every stored text too (a reason like "old password: hunter2" is refused)."""
+    if what := unstorable(reason):
+        raise EditRefused(f"reason holds {what}; the store cannot keep it")
+    kinds = sorted({f.kind for f in find_secrets(reason)})
+    if kinds:
+        raise EditRefused(f"secret ({', '.join(kinds)}) in reason; secrets are never stored")
+
+
 def edit(rows: RowAccess, op: EditOp) -> EditResult:
     check_content(op.content)
+    check_reason(op.reason)
     before = _one(rows, op.readable, op.memory_id)
     stale = before.version != op.expected_version
     if stale and not op.force:
@@ -448,6 +459,7 @@ def edit(rows: RowAccess, op: EditOp) -> EditResult:
 
 
 def review(rows: RowAccess, op: ReviewOp) -> Memory:
+    check_reason(op.reason)
     found = _one(rows, op.readable, op.memory_id)
     if found.status is not Status.PENDING_REVIEW:
         raise NotPending(f"memory {found.id} is {found.status.value}, not waiting for review")

@@ -336,6 +336,11 @@ def test_edit_with_optimistic_concurrency(store: Store) -> None:
         store.edit(ANA, memory.id, version=3, content="password=hunter2hunter2", actor="op")
     with pytest.raises(EditRefused, match="content holds a NUL character"):
         store.edit(ANA, memory.id, version=3, content="renewal in \x00 July", actor="op")
+    # The reason lands in the audit trail as written: no secrets there either.
+    with pytest.raises(EditRefused, match=r"secret \(password_assignment\) in reason"):
+        store.edit(
+            ANA, memory.id, version=3, content="ok", actor="op", reason="old password: hunter22"
+        )
     actions = [(e.action, e.actor) for e in store.audit("acme", memory.id)]
     assert actions == [("write.stored", "w"), ("edit", "op"), ("edit.forced", "op2")]
     [forced_entry] = [e for e in store.audit("acme", memory.id) if e.action == "edit.forced"]

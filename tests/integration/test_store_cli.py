@@ -15,6 +15,7 @@ from click.testing import CliRunner, Result
 from memory.engine import open_engine
 from memory.records import Candidate, Kind, Provenance, Scope, Source
 from memory.store import Store
+from tests.services import postgres_database
 from workers import runs, schema
 from workers.cli import first_not_utf8, main_group
 from workers.cli.base import EXIT_INVALID_INPUT
@@ -261,3 +262,35 @@ def test_an_argument_that_is_not_utf8_is_refused_before_anything_runs(tmp_path: 
     assert done.returncode == EXIT_INVALID_INPUT
     assert "argument 6 ('ac\\udcffme') is not valid UTF-8" in done.stderr
     assert not (tmp_path / "never.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("mysql://x@db/nightshift", "unsupported database URL mysql://x@db/nightshift"),
+        ("nonsense", "database URL 'nonsense' is not a URL"),
+    ],
+)
+def test_a_database_url_it_cannot_use_is_named_not_a_traceback(url: str, said: str) -> None:
+    result = CliRunner().invoke(
+        main_group, ["--database-url", url, "memory", "show", "--tenant", "acme"]
+    )
+    assert result.exit_code == EXIT_INVALID_INPUT, result.output
+    assert said in result.output and "Traceback" not in result.output
+
+
+def test_postgres_is_read_as_postgresql() -> None:
+    with postgres_database() as url:
+        engine = open_engine(url.replace("postgresql://", "postgres://", 1))
+        try:
+            with engine.connect() as conn:
+                assert conn.exec_driver_sql("SELECT 1").scalar() == 1
+            assert engine.driver == "psycopg2"
+        finally:
+            engine.dispose()
+
+
+def test_an_empty_tenant_is_a_usage_error(store: Store) -> None:
+    result = cli(store, "write", "--tenant", "", "--content", "x")
+    assert result.exit_code == 2
+    assert "Invalid value for '--tenant'" in result.output and "must not be empty" in result.output

@@ -92,7 +92,11 @@ def connect(obj: Context) -> Runtime:
     settings = obj.settings
     rt = Runtime(settings)
     try:
-        with rt.engine.connect() as conn:
+        engine = rt.engine
+    except ValueError as error:  # a URL it cannot use: say which, not a traceback
+        raise InvalidInput(str(error)) from None
+    try:
+        with engine.connect() as conn:
             conn.exec_driver_sql("SELECT 1")
         if rt.engine.dialect.name == "sqlite":
             schema.upgrade(rt.engine)
@@ -137,3 +141,11 @@ def emit_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], empty: str
 def fail(message: str) -> None:
     click.echo(f"error: {message}", err=True)
     sys.exit(EXIT_ERROR)
+
+
+def not_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A click callback: an option given as "" (an unset variable in a script) is a
+    usage error naming the option, not a traceback from deeper down."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("must not be empty")
+    return value

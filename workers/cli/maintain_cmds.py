@@ -33,6 +33,7 @@ from workers.cli.base import (
     emit_json,
     json_option,
     main_group,
+    not_empty,
     pass_context,
 )
 from workers.cli.memory_cmds import memory
@@ -128,7 +129,7 @@ def _print_summary(summary: JobSummary) -> None:
             plan = result.get("plan", {"merges": [], "compactions": []})
             for merge in plan["merges"][:50]:
                 click.echo(
-                    f"  {tenant}: merge {merge['source_id'][:8]} into {merge['target_id'][:8]}"
+                    f"  {tenant}: merge {merge['source_id']} into {merge['target_id']}"
                     f" ({merge['rule']})"
                 )
             for compaction in plan["compactions"][:50]:
@@ -168,7 +169,9 @@ def _selector(tenant: str, options: dict[str, Any]) -> Selector:
 
 
 @memory.command("forget")
-@click.option("--tenant", required=True, envvar="NIGHTSHIFT_TENANT", show_envvar=True)
+@click.option(
+    "--tenant", required=True, envvar="NIGHTSHIFT_TENANT", show_envvar=True, callback=not_empty
+)
 @click.option("--subject", help="Everything about this person.")
 @click.option("--scope", "scope", help="Everything in tenant/user/agent (use * for any).")
 @click.option("--run", help="Everything a run wrote.")
@@ -299,6 +302,6 @@ def vote_cmd(obj: Context, memory_id: str, direction: str, voter: str, as_json: 
         )
         return
     if not report.applied:
-        click.echo(f"memory {memory_id[:8]} is {row.status}, not active: vote not applied")
+        click.echo(f"memory {memory_id} is {row.status}, not active: vote not applied")
         return
-    click.echo(f"voted {direction} on {memory_id[:8]}: score {row.score:.2f} → {score:.2f}")
+    click.echo(f"voted {direction} on {memory_id}: score {row.score:.2f} → {score:.2f}")

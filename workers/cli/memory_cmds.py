@@ -34,6 +34,7 @@ from workers.cli.base import (
     emit_table,
     json_option,
     main_group,
+    not_empty,
     pass_context,
 )
 from workers.writer import OPERATOR_HANDLE_PREFIX
@@ -61,13 +62,19 @@ def scope_options(fn: F) -> F:
         show_envvar=True,
         help="User (empty: the agent/tenant layers).",
     )(fn)
-    return click.option("--tenant", required=True, envvar="NIGHTSHIFT_TENANT", show_envvar=True)(fn)
+    return click.option(
+        "--tenant",
+        required=True,
+        envvar="NIGHTSHIFT_TENANT",
+        show_envvar=True,
+        callback=not_empty,
+    )(fn)
 
 
 def memory_rows(found: Sequence[Memory]) -> list[list[Any]]:
     return [
         [
-            m.id[:8],
+            m.id,
             str(m.scope),
             m.kind.value,
             m.key or "-",
@@ -185,13 +192,13 @@ def history(obj: Context, tenant: str, user: str, agent: str, key: str, as_json:
         ["id", "scope", "status", "source", "valid_from", "valid_to", "superseded_by", "content"],
         [
             [
-                m.id[:8],
+                m.id,
                 str(m.scope),
                 m.status.value,
                 m.source.value,
                 f"{m.valid_from:%Y-%m-%d %H:%M}",
                 f"{m.valid_to:%Y-%m-%d %H:%M}" if m.valid_to else "-",
-                (m.superseded_by_id or "-")[:8],
+                m.superseded_by_id or "-",
                 m.content[:50],
             ]
             for m in found
@@ -269,7 +276,7 @@ def _print_receipt(found: Any) -> None:
     emit_table(
         ["#", "outcome", "kind", "memory", "rule", "reason"],
         [
-            [d.index, d.outcome.value, d.kind, (d.memory_id or "-")[:8], d.rule, d.reason]
+            [d.index, d.outcome.value, d.kind, d.memory_id or "-", d.rule, d.reason]
             for d in found.decisions
         ],
         empty="(no candidates)",

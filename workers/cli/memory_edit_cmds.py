@@ -130,7 +130,7 @@ def _decide(
     store = connect(obj).store
     try:
         decided = store.review(scope, memory_id, approve=approve, actor=actor, reason=reason)
-    except (MemoryNotFound, NotPending) as error:
+    except (EditRefused, MemoryNotFound, NotPending) as error:
         raise InvalidInput(str(error)) from None
     if as_json:
         emit_json(decided.to_json())

@@ -25,6 +25,7 @@ from workers.cli.base import (
     emit_table,
     json_option,
     main_group,
+    not_empty,
     pass_context,
 )
 from workers.enqueue import enqueue
@@ -34,7 +35,7 @@ from workers.runtime import Runtime
 
 @main_group.command()
 @click.argument("agent")
-@click.option("--tenant", required=True, help="Tenant the run belongs to.")
+@click.option("--tenant", required=True, callback=not_empty, help="Tenant the run belongs to.")
 @click.option("--user", default="", help="The person the run acts for (empty: none).")
 @click.option(
     "--goal", default="", help="What the run should achieve; memory is ranked against it."
