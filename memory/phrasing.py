@@ -14,6 +14,7 @@ text a sentence start.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 
 def _w(*words: str) -> str:
@@ -37,6 +38,11 @@ _INSTRUCTION = _compile(
     r"|preceding|other|existing|original|system|safety)\s+)*"
     r"(?:instructions?|rules|prompts?|directions|directives|guidelines|guardrails"
     r"|constraints|context|policies)\b",
+    _w("ignore", "disregard", "forget")
+    + r"\s+(?:(?:all|everything|anything|the|what)\s+)?(?:above|previously|prior"
+    r"|you\s+(?:were|have\s+been)\s+(?:told|given|asked))\b",
+    _w("the assistant", "the ai", "the bot", "the ai assistant")
+    + r"\s+(?:must|should|shall|needs?\s+to|has\s+to|is\s+(?:required|instructed|to)\b)",
     _w("new", "updated", "revised", "real", "actual", "additional")
     + r"\s+(?:system\s+)?instructions?\s*:",
     _w("system") + r"\s+prompt\s*:",
@@ -67,6 +73,23 @@ _PLAN_CASED = _compile(
 )
 
 
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f"
+    "\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff]"
+)
+"""Characters a reader does not see: soft hyphen, zero-width spaces and joiners, bidi
+marks and overrides, variation selectors, fillers."""
+
+
+def as_read(text: str) -> str:
+    """`text` as a reader sees it: invisible characters removed and compatibility forms
+    folded (NFKC: full-width `Ｉｇｎｏｒｅ` is `Ignore`, `ﬁ` is `fi`), so that
+    neither hides a phrase or a secret from the gate. ASCII text is returned as is."""
+    if text.isascii():
+        return text
+    return unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
+
+
 def looks_like_instruction(text: str) -> bool:
     """Whether `text` reads as an order to the agent rather than a statement of fact.
 
@@ -77,7 +100,7 @@ def looks_like_instruction(text: str) -> bool:
     Ordinary facts that merely hold these words are not matched: "From now on the
     office opens at 9", "It never rains here", "Please do not reply to this email".
     """
-    lowered = "\n" + text.lower()
+    lowered = "\n" + as_read(text).lower()
     return any(p.search(lowered) for p in _INSTRUCTION)
 
 
@@ -89,6 +112,7 @@ def looks_like_plan(text: str) -> bool:
     TODO markers. Third-person futures are facts about the world and are not matched
     ("The contract will expire in May").
     """
+    text = as_read(text)
     lowered = "\n" + text.lower()
     cased = "\n" + text
     return any(p.search(lowered) for p in _PLAN_LOWERED) or any(

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from memory.phrasing import looks_like_instruction, looks_like_plan
+from memory.phrasing import as_read, looks_like_instruction, looks_like_plan
 from memory.records import Candidate, Kind, Layer, Provenance, Source
 from memory.secrets import find_secrets
 from memory.storable import unstorable_fields
@@ -237,14 +237,17 @@ _FIELD_BREAK = "\n\x00\n"
 def _secret(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | None:
     # One scan of everything (the common case: nothing found); only a finding
     # rescans field by field to name where it was.
-    joined = find_secrets(_all_stored_text(c))
+    # A secret split by invisible characters or written in full-width forms is read
+    # as a reader would read it (`as_read`): only non-ASCII text needs the second look.
+    text = _all_stored_text(c)
+    joined = find_secrets(text) or (find_secrets(as_read(text)) if not text.isascii() else [])
     if not joined:
         return None
     texts = [(name, text) for name, text in _stored_texts(c) if text]
     kinds: dict[str, None] = {}
     fields: dict[str, None] = {}
     for name, text in texts:
-        for finding in find_secrets(text):
+        for finding in find_secrets(text) or find_secrets(as_read(text)):
             kinds[finding.kind] = None
             fields[name] = None
     if not kinds:  # only visible across fields: refuse all the same

@@ -124,7 +124,7 @@ _DETECTORS: tuple[_Detector, ...] = (
         re.compile(
             r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
             r".*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
-            re.DOTALL,
+            re.DOTALL | re.IGNORECASE,
         ),
         anchors=("-----begin",),
     ),
@@ -148,6 +148,21 @@ _DETECTORS: tuple[_Detector, ...] = (
             rf"{_START}(?:gh[pousr]_[A-Za-z0-9]{{20,255}}|github_pat_[A-Za-z0-9_]{{20,255}}){_END}"
         ),
         anchors=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ),
+    _Detector(
+        "gitlab_token",
+        re.compile(rf"{_START}glpat-[A-Za-z0-9_-]{{20,}}"),
+        anchors=("glpat-",),
+    ),
+    _Detector(
+        "npm_token",
+        re.compile(rf"{_START}npm_[A-Za-z0-9]{{36}}{_END}"),
+        anchors=("npm_",),
+    ),
+    _Detector(
+        "huggingface_token",
+        re.compile(rf"{_START}hf_[A-Za-z0-9]{{34,}}{_END}"),
+        anchors=("hf_",),
     ),
     _Detector(
         "anthropic_key",
@@ -187,7 +202,8 @@ _DETECTORS: tuple[_Detector, ...] = (
     _Detector(
         "bearer_token",
         re.compile(
-            r"authorization[\"']?[ \t]*[:=][ \t]*[\"']?[ \t]*bearer[ \t]+([A-Za-z0-9._~+/=-]+)",
+            r"authorization[\"']?[ \t]*[:=][ \t]*[\"']?[ \t]*(?:bearer|token)[ \t]+"
+            r"([A-Za-z0-9._~+/=-]+)",
             re.IGNORECASE,
         ),
         anchors=("authorization",),

@@ -68,6 +68,18 @@ def kinds(text: str) -> set[str]:
             "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJ",
             "github_token",
         ),
+        ("gitlab glpat-Ab3dEf6hIj9kLm2nOp5q ok", "glpat-Ab3dEf6hIj9kLm2nOp5q", "gitlab_token"),
+        (
+            "npm npm_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z0123 ok",
+            "npm_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z0123",
+            "npm_token",
+        ),
+        (
+            "hf hf_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z01 ok",
+            "hf_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z01",
+            "huggingface_token",
+        ),
+        ("Authorization: Token Ab3dEf6hIj9kLm2n", "Ab3dEf6hIj9kLm2n", "bearer_token"),
         (
             "the key sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z_-Q7 works",
             "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z_-Q7",
