@@ -19,6 +19,7 @@ from that moment on, before maintenance marks it expired.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -234,18 +235,36 @@ class Store:
 
 
 def chain_order(versions: Sequence[Memory]) -> list[Memory]:
-    """Order by validity, and within one instant (one batch) by supersession depth."""
+    """Every version after the one it supersedes, whatever the clocks said; otherwise
+    by validity (`valid_from`, then `created_at`, then id). Two writers' clocks can
+    disagree, so a successor may carry the earlier `valid_from`: the links decide."""
     by_id = {m.id: m for m in versions}
+    successors: dict[str, list[Memory]] = {}
+    ready = []
+    for m in versions:
+        if m.supersedes_id in by_id and m.supersedes_id != m.id:
+            successors.setdefault(m.supersedes_id, []).append(m)
+        else:
+            ready.append(m)
+    order: list[Memory] = []
+    placed: set[str] = set()
+    heap = [(_when(m), m.id) for m in ready]
+    heapq.heapify(heap)
+    while heap:
+        _, memory_id = heapq.heappop(heap)
+        if memory_id in placed:
+            continue
+        placed.add(memory_id)
+        order.append(by_id[memory_id])
+        for nxt in successors.get(memory_id, ()):
+            heapq.heappush(heap, (_when(nxt), nxt.id))
+    # A cycle of links (never written by the store) would leave rows out: keep them.
+    order += sorted((m for m in versions if m.id not in placed), key=_when)
+    return order
 
-    def depth(m: Memory) -> int:
-        hops, seen = 0, {m.id}
-        while m.supersedes_id in by_id and m.supersedes_id not in seen:
-            m = by_id[m.supersedes_id]
-            seen.add(m.id)
-            hops += 1
-        return hops
 
-    return sorted(versions, key=lambda m: (m.valid_from, m.created_at, depth(m), m.id))
+def _when(m: Memory) -> tuple[datetime, datetime, str]:
+    return (m.valid_from, m.created_at, m.id)
 
 
 def open_store(url: str, *, clock: Clock = utcnow, ttl: TtlConfig = DEFAULT_TTL) -> Store:

@@ -160,6 +160,16 @@ def test_new_value_for_a_key_supersedes_and_history_shows_the_chain(
     assert loaded(store.load(ANA, goal="renewal")) == ["renewal on 2027-02-01"]
 
 
+def test_history_follows_the_links_when_clocks_disagree(store: Store, clock: Clock) -> None:
+    # A second writer whose clock runs 5 ms behind supersedes the first one's value.
+    store.apply([candidate("plan v1", key="plan")], handle="h1", actor="writer")
+    clock.advance(milliseconds=-5)
+    store.apply([candidate("plan v2", key="plan", task="run-2")], handle="h2", actor="writer")
+    clock.advance(milliseconds=-5)
+    store.apply([candidate("plan v3", key="plan", task="run-3")], handle="h3", actor="writer")
+    assert [m.content for m in store.history(ANA, "plan")] == ["plan v1", "plan v2", "plan v3"]
+
+
 def test_statement_beats_inference_until_reviewed(store: Store, clock: Clock) -> None:
     store.apply(
         [candidate("prefers email", key="contact", source=Source.STATED)], handle="h1", actor="w"
