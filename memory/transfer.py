@@ -7,6 +7,10 @@ One line per row: `{"table": "ns_memories", "row": {...}}`, preceded by a header
 line naming the format version and the tenant. Import inserts rows that are not
 there yet (by primary key) in one transaction, so importing the same file twice
 changes nothing, and a failed import changes nothing.
+
+Forgetting outlives backups: an export carries the tenant's tombstones, and a file
+that lacks one this database holds (a person's or the operator's forget made after
+the export) is refused whole, since importing it would bring that memory back.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from sqlalchemy.types import TypeDecorator
 
 from memory.dialect import insert_ignoring_conflicts
 from memory.engine import autocommit
+from memory.maintenance_tables import tombstones
 from memory.storable import unstorable
 from memory.tables import metadata
 
@@ -31,6 +36,10 @@ BATCH = 1000
 
 class ImportFormatError(ValueError):
     """An export file that cannot be imported; says which line and why."""
+
+
+class ImportRefused(ValueError):
+    """An import that would bring back memory a person or the operator had forgotten."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,17 +75,42 @@ def import_tenant(conn: Connection, lines: Iterable[str]) -> ImportReport:
     read: dict[str, int] = {}
     inserted: dict[str, int] = {}
     pending: dict[str, list[dict[str, Any]]] = {}
+    known_tombstones: set[str] = set()
     for number, line in iterator:
         if not line.strip():
             continue
         name, row = _record(number, line, tables, tenant)
+        if name == tombstones.name:
+            known_tombstones.add(row["id"])
         read[name] = read.get(name, 0) + 1
         pending.setdefault(name, []).append(row)
         if len(pending[name]) >= BATCH:
             inserted[name] = inserted.get(name, 0) + _insert(conn, tables[name], pending.pop(name))
     for name, rows in pending.items():
         inserted[name] = inserted.get(name, 0) + _insert(conn, tables[name], rows)
+    _refuse_if_forgotten_since(conn, tenant, known_tombstones)
     return ImportReport(tenant, read, inserted)
+
+
+def _refuse_if_forgotten_since(conn: Connection, tenant: str, in_file: set[str]) -> None:
+    """An export carries the tenant's tombstones. One this database holds and the file
+    does not is a forget made after the export (or elsewhere): importing the file
+    would bring that memory back, so the caller's transaction must roll back.
+    Maintenance purges (expired rows) do not count: those rows would only expire again."""
+    later = conn.execute(
+        select(tombstones.c.id, tombstones.c.at, tombstones.c.actor, tombstones.c.selector)
+        .where(tombstones.c.tenant == tenant, tombstones.c.role != "maintenance")
+        .order_by(tombstones.c.at)
+    ).all()
+    missing = [t for t in later if t.id not in in_file]
+    if missing:
+        last = missing[-1]
+        raise ImportRefused(
+            f"tenant {tenant!r} had memory forgotten after this export was made"
+            f" ({len(missing)} forget(s), the latest at {last.at.isoformat()} by"
+            f" {last.actor}, by {last.selector}): importing it would bring that memory back."
+            " Export the tenant again and import that file"
+        )
 
 
 def refresh_statistics(engine: Engine, report: ImportReport) -> None:

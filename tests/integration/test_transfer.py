@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from datetime import UTC, datetime, timedelta
@@ -10,9 +11,16 @@ from pathlib import Path
 import pytest
 
 from memory.engine import open_engine
+from memory.forgetting import Requester, Selector, forget
 from memory.records import Candidate, Kind, Provenance, Scope, Source
 from memory.store import Store
-from memory.transfer import ImportFormatError, export_tenant, import_tenant, refresh_statistics
+from memory.transfer import (
+    ImportFormatError,
+    ImportRefused,
+    export_tenant,
+    import_tenant,
+    refresh_statistics,
+)
 from tests.services import postgres_database
 from workers import schema
 
@@ -163,3 +171,37 @@ def test_a_row_the_store_cannot_keep_is_refused_with_its_line_and_column(
         import_tenant(conn, lines)
     assert target.show(ANA, all_statuses=True) == []
     target.engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_an_export_made_before_a_forget_cannot_bring_the_memory_back(
+    tmp_path: Path, backend: str
+) -> None:
+    with contextlib.ExitStack() as stack:
+        url = (
+            f"sqlite:///{tmp_path / 'a.db'}"
+            if backend == "sqlite"
+            else stack.enter_context(postgres_database())
+        )
+        store = Store(open_engine(url))
+        stack.callback(store.engine.dispose)
+        schema.upgrade(store.engine)
+        fill(store)
+        with store.engine.connect() as conn:
+            before = list(export_tenant(conn, "acme"))
+        forget(
+            store.engine,
+            Selector.by_text("acme", "prefers phone"),
+            Requester.person("ana"),
+            now=datetime.now(UTC),
+        )
+        with store.engine.connect() as conn:
+            after = list(export_tenant(conn, "acme"))
+        with (
+            pytest.raises(ImportRefused, match="forgotten after this export was made"),
+            store.engine.begin() as conn,
+        ):
+            import_tenant(conn, before)
+        assert "prefers phone" not in [m.content for m in store.show(ANA, all_statuses=True)]
+        with store.engine.begin() as conn:  # an export made after the forget imports
+            assert sum(import_tenant(conn, after).inserted.values()) == 0

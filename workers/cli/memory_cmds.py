@@ -21,7 +21,13 @@ from memory.receipts import Outcome
 from memory.records import ANY, Candidate, Kind, Memory, Provenance, Scope, Source
 from memory.storable import scope_problems
 from memory.store import LoadBounds
-from memory.transfer import ImportFormatError, export_tenant, import_tenant, refresh_statistics
+from memory.transfer import (
+    ImportFormatError,
+    ImportRefused,
+    export_tenant,
+    import_tenant,
+    refresh_statistics,
+)
 from workers import runs
 from workers.cli.base import (
     EXIT_INVALID_INPUT,
@@ -241,7 +247,7 @@ def import_(obj: Context, path: str, as_json: bool) -> None:
     try:
         with click.open_file(path) as lines, rt.engine.begin() as conn:
             report = import_tenant(conn, lines)
-    except ImportFormatError as error:
+    except (ImportFormatError, ImportRefused) as error:
         raise InvalidInput(f"{path}: {error}; nothing was imported") from None
     refresh_statistics(rt.engine, report)
     if as_json:
