@@ -87,10 +87,17 @@ def _configure_sqlite(engine: Engine) -> None:
         for name, value in SQLITE_PRAGMAS.items():
             cursor.execute(f"PRAGMA {name}={value}")
         cursor.close()
+        # SQLite's own lower() folds ASCII only: forgetting "JÜRGEN" by text matched
+        # nothing and its verification, asking the same way, found nothing left.
+        dbapi_connection.create_function("lower", 1, _unicode_lower, deterministic=True)
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _unicode_lower(value: object) -> object:
+    return value.lower() if isinstance(value, str) else value
 
 
 ROUND_TRIP = "ns_round_trip"

@@ -33,7 +33,9 @@ from sqlalchemy.sql import Select
 from memory.tables import memories, metadata
 
 MAX_TERMS = 32
-_WORD = re.compile(r"[a-z0-9]{2,}")
+_WORD = re.compile(r"[^\W_]{2,}")
+"""A word: two or more letters or digits of any script ("müller", "zürich", "東京");
+never a character the query languages read as an operator."""
 _STOP = frozenset(
     [
         "the",

@@ -40,7 +40,7 @@ from memory.receipts import WriteReceipt
 from memory.records import Memory, Scope, Status
 from memory.unit import Existing, perform
 
-_WORD = re.compile(r"[a-z0-9]+")
+_WORD = re.compile(r"[^\W_]+")  # letters or digits of any script, as `memory.fulltext`
 
 
 def stem(word: str) -> str:

@@ -282,6 +282,22 @@ def test_agent_attachment_and_trigger_origin_narrow_reads(store: Store) -> None:
     assert {m.content for m, _ in hits} == from_channel
 
 
+def test_words_beyond_ascii_are_searchable(store: Store) -> None:
+    store.apply(
+        [
+            candidate("Ana's boss is Jürgen Müller", task="r1"),
+            candidate("the Zürich office moved", task="r2"),
+            candidate("会議は東京で", task="r3"),
+            candidate("routine note", task="r4"),
+        ],
+        handle="h",
+        actor="writer",
+    )
+    assert [m.content for m, _ in store.search(ANA, "Müller")] == ["Ana's boss is Jürgen Müller"]
+    assert [m.content for m, _ in store.search(ANA, "zürich")] == ["the Zürich office moved"]
+    assert [m.content for m, _ in store.search(ANA, "ller")] == []  # no longer a word
+
+
 def test_load_ranks_by_goal_and_respects_bounds(store: Store) -> None:
     store.apply(
         [candidate(f"incident {i} on search cluster", task=f"t{i}") for i in range(10)]

@@ -199,6 +199,22 @@ def test_text_match_forget_rebuilds_summary_and_hot_without_it(store: Store, clo
     assert "Ana likes tea" in summary_hot.content
 
 
+def test_text_match_forget_folds_case_beyond_ascii(store: Store, clock: Clock) -> None:
+    store.apply(
+        [
+            candidate("Ana's boss is JÜRGEN MÜLLER", source=Source.STATED),
+            candidate("Ana's office is in Zürich", run="r2"),
+        ],
+        handle="h",
+        actor="w",
+    )
+    report = forget(
+        store.engine, Selector.by_text("acme", "jürgen müller"), Requester.operator(), now=clock()
+    )
+    assert (report.deleted, report.remaining, report.exhaustive) == (1, 0, True)
+    assert [m.content for m in store.show(ANA)] == ["Ana's office is in Zürich"]
+
+
 def test_truncated_listing_reports_partial(store: Store, clock: Clock) -> None:
     store.apply(
         [candidate(f"fact {i} about ana", run=f"r{i}") for i in range(5)], handle="h", actor="w"
