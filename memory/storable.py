@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import operator
 
+from sqlalchemy import Table
+
 from memory.records import Candidate, Scope
-from memory.tables import memories
+from memory.tables import audit, memories, receipts
 
 
-def _length(column: str) -> int:
-    length: int = memories.c[column].type.length  # type: ignore[attr-defined]
+def _length(column: str, table: Table = memories) -> int:
+    length: int = table.c[column].type.length  # type: ignore[attr-defined]
     return length
 
 
@@ -91,14 +93,28 @@ def unstorable_fields(candidate: Candidate) -> list[str]:
     return problems
 
 
+HANDLE_CHARS = _length("handle", receipts)
+"""The longest receipt handle the store holds."""
+ACTOR_CHARS = _length("actor", audit)
+"""The longest actor (who made a change) the audit trail holds."""
+
+
+def text_problems(name: str, value: str, limit: int) -> list[str]:
+    """What in the text `value` (called `name`) the store cannot keep, never quoting it."""
+    problems = []
+    if len(value) > limit:
+        problems.append(f"{name} has {len(value)} characters, more than {limit}")
+    if what := unstorable(value):
+        problems.append(f"{name} holds {what}")
+    return problems
+
+
 def scope_problems(scope: Scope) -> list[str]:
     """What in `scope` the store cannot keep, as `unstorable_fields` says it."""
-    problems = []
-    for (name, limit), value in zip(
-        SCOPE_LIMITS.items(), (scope.tenant, scope.user, scope.agent), strict=True
-    ):
-        if len(value) > limit:
-            problems.append(f"scope {name} has {len(value)} characters, more than {limit}")
-        if what := unstorable(value):
-            problems.append(f"scope {name} holds {what}")
-    return problems
+    return [
+        problem
+        for (name, limit), value in zip(
+            SCOPE_LIMITS.items(), (scope.tenant, scope.user, scope.agent), strict=True
+        )
+        for problem in text_problems(f"scope {name}", value, limit)
+    ]

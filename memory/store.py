@@ -52,6 +52,7 @@ from memory.port import (
 from memory.receipts import WriteReceipt
 from memory.records import Candidate, Kind, Memory, Scope, Status
 from memory.sql import SqlBackend
+from memory.storable import scope_problems, unstorable
 
 Clock = Callable[[], datetime]
 
@@ -64,11 +65,42 @@ def _default_rules(agent: str) -> AgentRules:
     return AgentRules.default()
 
 
+MAX_ROWS = 100_000
+"""The most rows one read returns (`limit`); an export reads a scope whole."""
+
+
+def _rows(limit: int) -> int:
+    """`limit` if a read may return that many rows; a clear error otherwise (PostgreSQL
+    refused a negative LIMIT, SQLite read it as none, the in-memory store dropped rows)."""
+    if not 0 <= limit <= MAX_ROWS:
+        raise ValueError(f"limit must be between 0 and {MAX_ROWS}, not {limit}")
+    return limit
+
+
+def _readable(scope: Scope) -> tuple[Scope, ...]:
+    """The scopes `scope` reads, once it is one the store could hold at all."""
+    if problems := scope_problems(scope):
+        raise ValueError("; ".join(problems))
+    return scope.readable()
+
+
+def _text(name: str, value: str) -> str:
+    if what := unstorable(value):
+        raise ValueError(f"{name} holds {what}; nothing stored could match it")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class LoadBounds:
     limit: int = 20
     max_chars: int = 8000
     min_score: float = 0.25
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.limit <= 1000:
+            raise ValueError(f"a load's limit must be between 0 and 1000, not {self.limit}")
+        if self.max_chars < 0:
+            raise ValueError(f"a load's max_chars must not be negative, not {self.max_chars}")
 
 
 class Store:
@@ -170,6 +202,7 @@ class Store:
         the rules allow (default: a private trigger). Without rules (an operator's
         read) the scope's whole chain is read.
         """
+        _readable(scope)
         readable = readable_scopes(scope, rules, origin=origin)
         if not readable:
             return Loaded((), ())
@@ -195,42 +228,49 @@ class Store:
         rules: AgentRules | None = None,
         origin: str | None = None,
     ) -> list[tuple[Memory, float]]:
+        _readable(scope)
         readable = readable_scopes(scope, rules, origin=origin)
         words = tuple(fulltext.terms(query))
-        op = SearchOp(readable, words, self.clock(), LoadBounds().min_score, limit, self.ttl)
+        op = SearchOp(readable, words, self.clock(), LoadBounds().min_score, _rows(limit), self.ttl)
         result: list[tuple[Memory, float]] = self.backend.batch([op])[0]
         return result
 
     def show(self, scope: Scope, *, all_statuses: bool = False, limit: int = 200) -> list[Memory]:
         statuses = None if all_statuses else (Status.ACTIVE,)
-        result: list[Memory] = self.backend.batch([ListOp(scope.readable(), statuses, limit)])[0]
+        op = ListOp(_readable(scope), statuses, _rows(limit))
+        result: list[Memory] = self.backend.batch([op])[0]
         return result
 
     def pending_review(self, scope: Scope, *, limit: int = 200) -> list[Memory]:
-        op = ListOp(scope.readable(), (Status.PENDING_REVIEW,), limit)
+        op = ListOp(_readable(scope), (Status.PENDING_REVIEW,), _rows(limit))
         result: list[Memory] = self.backend.batch([op])[0]
         return result
 
     def export(self, scope: Scope) -> Iterator[Memory]:
         """Every memory of exactly `scope` (not the layers above), all statuses."""
+        _readable(scope)
         result: list[Memory] = self.backend.batch([ListOp((scope,), None, 10**9)])[0]
         yield from result
 
     def history(self, scope: Scope, key: str) -> list[Memory]:
         """Every version of `key` readable by `scope`: oldest first, each before its successor."""
-        result: list[Memory] = self.backend.batch([HistoryOp(scope.readable(), key)])[0]
+        op = HistoryOp(_readable(scope), _text("key", key))
+        result: list[Memory] = self.backend.batch([op])[0]
         return chain_order(result)
 
     def get(self, scope: Scope, ids: Sequence[str]) -> list[Memory]:
-        result: list[Memory] = self.backend.batch([GetOp(scope.readable(), tuple(ids))])[0]
+        op = GetOp(_readable(scope), tuple(_text("memory id", i) for i in ids))
+        result: list[Memory] = self.backend.batch([op])[0]
         return result
 
     def receipt(self, handle: str) -> WriteReceipt | None:
-        result: WriteReceipt | None = self.backend.batch([ReceiptOp(handle)])[0]
+        op = ReceiptOp(_text("receipt handle", handle))
+        result: WriteReceipt | None = self.backend.batch([op])[0]
         return result
 
     def audit(self, tenant: str, memory_id: str = "", *, limit: int = 1000) -> list[AuditEntry]:
-        result: list[AuditEntry] = self.backend.batch([AuditOp(tenant, memory_id, limit)])[0]
+        op = AuditOp(_text("tenant", tenant), _text("memory id", memory_id), _rows(limit))
+        result: list[AuditEntry] = self.backend.batch([op])[0]
         return result
 
 

@@ -46,7 +46,13 @@ from memory.port import (
 from memory.receipts import Decision, Outcome, WriteReceipt
 from memory.records import Candidate, Kind, Memory, Scope, Source, Status, content_hash
 from memory.secrets import find_secrets
-from memory.storable import scope_problems, unstorable
+from memory.storable import (
+    ACTOR_CHARS,
+    HANDLE_CHARS,
+    scope_problems,
+    text_problems,
+    unstorable,
+)
 
 if TYPE_CHECKING:
     from memory.unit import RowAccess
@@ -56,6 +62,12 @@ TRUSTED_SOURCES = frozenset({Source.STATED, Source.OPERATOR})
 
 def apply(rows: RowAccess, op: ApplyOp) -> WriteReceipt:
     _check_scopes(op.candidates)
+    if problems := [
+        *(["receipt handle is empty"] if not op.handle.strip() else []),
+        *text_problems("receipt handle", op.handle, HANDLE_CHARS),
+        *text_problems("actor", op.actor, ACTOR_CHARS),
+    ]:
+        raise ValueError(f"{'; '.join(problems)}; nothing was written")
     earlier = rows.get_receipt(op.handle)
     if earlier is not None:
         if op.candidates and earlier.tenant != op.candidates[0].scope.tenant:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -429,3 +430,35 @@ def test_one_batch_sees_its_own_earlier_candidates(store: Store) -> None:
     assert sorted(m.content for m in store.show(ANA)) == ["queue depth 4", "status amber"]
     [depth] = [m for m in store.show(ANA) if m.content == "queue depth 4"]
     assert depth.version == 2
+
+
+def test_inputs_the_store_cannot_hold_are_refused_alike_everywhere(store: Store) -> None:
+    one = [candidate("renewal in May")]
+    for handle, actor, said in [
+        ("h" * 65, "writer", "receipt handle has 65 characters, more than 64"),
+        ("h\x00", "writer", "receipt handle holds a NUL character"),
+        ("", "writer", "receipt handle is empty"),
+        ("h1", "w" * 256, "actor has 256 characters, more than 255"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(said)):
+            store.apply(one, handle=handle, actor=actor)
+    assert store.show(ANA) == []
+    nul = Scope("acme", "ana\x00", "triage")
+    for read in (
+        lambda: store.show(nul),
+        lambda: store.search(nul, "renewal"),
+        lambda: store.load(nul, goal="renewal"),
+        lambda: store.history(ANA, "plan\x00"),
+        lambda: store.get(ANA, ["id\x00"]),
+        lambda: store.receipt("h\x00"),
+        lambda: store.audit("acme\x00"),
+    ):
+        with pytest.raises(ValueError, match="NUL character"):
+            read()
+    for limit in (-1, 10**9):
+        with pytest.raises(ValueError, match="limit must be between 0 and"):
+            store.show(ANA, limit=limit)
+        with pytest.raises(ValueError, match="limit must be between 0 and"):
+            store.search(ANA, "renewal", limit=limit)
+    with pytest.raises(ValueError, match="a load's limit"):
+        LoadBounds(limit=-1)

@@ -189,7 +189,13 @@ def _selector(tenant: str, options: dict[str, Any]) -> Selector:
     help="Who asks: operator, person:NAME (only what is about NAME) or agent:NAME (always refused).",
 )
 @click.option("--reason", default="", help="Why (kept in the tombstone; never put the text here).")
-@click.option("--limit", default=10_000, show_default=True, help="Rows per pass; more → partial.")
+@click.option(
+    "--limit",
+    default=10_000,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Rows per pass; more → partial.",
+)
 @json_option
 @pass_context
 def forget_cmd(

@@ -20,7 +20,7 @@ from memory.attachment import AttachmentError, from_path
 from memory.receipts import Outcome
 from memory.records import ANY, Candidate, Kind, Memory, Provenance, Scope, Source
 from memory.storable import scope_problems
-from memory.store import LoadBounds
+from memory.store import MAX_ROWS, LoadBounds
 from memory.transfer import (
     ImportFormatError,
     ImportRefused,
@@ -106,7 +106,7 @@ def emit_memories(found: Sequence[Memory], as_json: bool, empty: str) -> None:
 @memory.command("show")
 @scope_options
 @click.option("--all", "all_statuses", is_flag=True, help="Include superseded and pending rows.")
-@click.option("--limit", default=200, show_default=True)
+@click.option("--limit", default=200, show_default=True, type=click.IntRange(0, MAX_ROWS))
 @json_option
 @pass_context
 def show(
@@ -127,8 +127,8 @@ def show(
     default=None,
     help="Trigger origin (private, shared, api): apply the agent's rules as a run would.",
 )
-@click.option("--limit", default=20, show_default=True)
-@click.option("--max-chars", default=8000, show_default=True)
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(0, 1000))
+@click.option("--max-chars", default=8000, show_default=True, type=click.IntRange(0))
 @json_option
 @pass_context
 def load(
@@ -169,7 +169,7 @@ def load(
 @memory.command("search")
 @scope_options
 @click.argument("query")
-@click.option("--limit", default=20, show_default=True)
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(0, MAX_ROWS))
 @json_option
 @pass_context
 def search(

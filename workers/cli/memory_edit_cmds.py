@@ -12,6 +12,7 @@ import click
 
 from memory.port import EditConflict, EditRefused, MemoryNotFound, NotPending
 from memory.records import Scope
+from memory.store import MAX_ROWS
 from workers.cli.base import Context, F, InvalidInput, connect, emit_json, json_option, pass_context
 from workers.cli.memory_cmds import emit_memories, memory, scope_options
 
@@ -106,7 +107,7 @@ def review() -> None:
 
 @review.command("list")
 @scope_options
-@click.option("--limit", default=200, show_default=True)
+@click.option("--limit", default=200, show_default=True, type=click.IntRange(0, MAX_ROWS))
 @json_option
 @pass_context
 def review_list(

@@ -14,6 +14,7 @@ import click
 
 from memory.records import Scope
 from memory.storable import scope_problems
+from memory.store import MAX_ROWS
 from workers import runs, subagents
 from workers.agents import UnknownAgentError, resolve
 from workers.app import create_app
@@ -115,7 +116,7 @@ def trigger(
 
 
 @main_group.group("runs", invoke_without_command=True)
-@click.option("--limit", default=20, show_default=True)
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(0, MAX_ROWS))
 @click.option("--agent", default="")
 @click.option("--schedule", default="")
 @json_option
