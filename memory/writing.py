@@ -440,6 +440,13 @@ def edit(rows: RowAccess, op: EditOp) -> EditResult:
     check_content(op.content)
     check_reason(op.reason)
     before = _one(rows, op.readable, op.memory_id)
+    if before.status not in (Status.ACTIVE, Status.PENDING_REVIEW):
+        successor = (
+            f"; edit its successor {before.superseded_by_id}" if before.superseded_by_id else ""
+        )
+        raise EditRefused(
+            f"memory {before.id} is {before.status.value}: history is not edited{successor}"
+        )
     stale = before.version != op.expected_version
     if stale and not op.force:
         raise EditConflict(op.expected_version, before, op.content)

@@ -159,6 +159,9 @@ def test_new_value_for_a_key_supersedes_and_history_shows_the_chain(
     assert old.superseded_by_id == new.id and new.supersedes_id == old.id
     assert old.valid_to == clock.now == old.superseded_at and new.valid_from == clock.now
     assert loaded(store.load(ANA, goal="renewal")) == ["renewal on 2027-02-01"]
+    with pytest.raises(EditRefused, match=f"superseded: history is not edited; .* {new.id}"):
+        store.edit(ANA, old.id, version=old.version, content="renewal on 2027-01-15", actor="op")
+    assert store.history(ANA, "renewal")[0].content == "renewal on 2027-01-01"
 
 
 def test_history_follows_the_links_when_clocks_disagree(store: Store, clock: Clock) -> None:

@@ -38,7 +38,9 @@ def actor_option(fn: F) -> F:
 @memory.command("edit")
 @scope_options
 @click.argument("memory_id")
-@click.option("--version", "version", type=int, required=True, help="The version you read.")
+@click.option(
+    "--version", "version", type=click.IntRange(1), required=True, help="The version you read."
+)
 @click.option("--content", required=True)
 @click.option("--reason", default="", help="Why, for the audit trail.")
 @click.option("--force", is_flag=True, help="Overwrite even if it changed since (audited).")

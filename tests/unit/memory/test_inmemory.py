@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memory.policy import AgentRules
-from memory.port import ApplyOp, EditConflict, EditOp
+from memory.port import ApplyOp, EditOp, EditRefused
 from memory.records import Candidate, Kind, Provenance, Scope, Source, Status
 from memory.store import Store
 
@@ -44,7 +44,7 @@ def test_a_failed_batch_leaves_every_scope_as_it_was() -> None:
         EditOp(ANA.readable(), plan.memory_id, 99, "stale", "operator", "", False, NOW),
     ]
 
-    with pytest.raises(EditConflict):
+    with pytest.raises(EditRefused):  # the apply superseded the row the edit names
         store.backend.batch(doomed)
 
     [ana] = store.show(ANA, all_statuses=True)
