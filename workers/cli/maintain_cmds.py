@@ -252,7 +252,8 @@ def _print_report(report: ForgetReport) -> None:
     rebuilt = ", ".join(f"{k} {v}" for k, v in report.rebuilt.items() if v)
     if rebuilt:
         click.echo(f"  rebuilt without it: {rebuilt}")
-    click.echo(f"  re-listed: {json.dumps(report.places)}")
+    relisted = ", ".join(f"{place} {count}" for place, count in report.places.items())
+    click.echo(f"  re-listed, still holding it: {relisted or 'nothing to list'}")
     if report.exhaustive:
         click.echo(f"  exhaustive · tombstone {report.tombstone_id}")
     else:
