@@ -42,7 +42,11 @@ T = TypeVar("T")
 
 def open_engine(url: str, *, pool_size: int = 5) -> Engine:
     """An engine for `url` (postgresql:// or sqlite:///path), with nightshift's settings.
-    Raises ValueError, saying what is wrong, for a URL it cannot use."""
+    Raises ValueError, saying what is wrong, for a URL it cannot use.
+
+    Its errors name the statement, never its parameters (`hide_parameters`): they
+    reach logs, Celery's result backend and tracebacks, where memory content that
+    passed the gate (or a secret it refused) would outlive any forget."""
     try:
         parsed = make_url(url)
     except exc.ArgumentError:
@@ -55,7 +59,11 @@ def open_engine(url: str, *, pool_size: int = 5) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        engine = create_engine(
+            url,
+            connect_args={"timeout": 30, "check_same_thread": False},
+            hide_parameters=True,
+        )
         _configure_sqlite(engine)
         return engine
     if parsed.get_backend_name() == "postgresql":
@@ -64,6 +72,7 @@ def open_engine(url: str, *, pool_size: int = 5) -> Engine:
             parsed = parsed.set(drivername="postgresql+psycopg2")
         engine = create_engine(
             parsed,
+            hide_parameters=True,
             pool_size=pool_size,
             max_overflow=pool_size,
             connect_args={"connect_timeout": 5},
@@ -240,6 +249,7 @@ def _autocommit_sibling(engine: Engine) -> Engine:
     if sibling is None:
         sibling = create_engine(
             engine.url,
+            hide_parameters=True,
             isolation_level="AUTOCOMMIT",
             pool_size=engine.pool.size(),  # type: ignore[attr-defined]
             max_overflow=engine.pool._max_overflow,  # type: ignore[attr-defined]
