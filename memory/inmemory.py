@@ -236,9 +236,11 @@ class InMemoryRows:
         return self._ranked([p for p in pairs if p[1] > 0], op.limit)
 
     def listing(self, op: ListOp) -> list[Memory]:
-        found = [
-            m for m in self._all(op.readable) if op.statuses is None or m.status in op.statuses
-        ]
+        scopes: Sequence[Scope] = op.readable
+        if op.whole_tenant:
+            tenant = op.readable[0].tenant
+            scopes = [s for s in self.state.scopes if s.tenant == tenant]
+        found = [m for m in self._all(scopes) if op.statuses is None or m.status in op.statuses]
         found.sort(key=lambda m: m.id)
         found.sort(key=lambda m: m.created_at, reverse=True)
         return found[: op.limit]

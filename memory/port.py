@@ -85,11 +85,14 @@ class SearchOp:
 
 @dataclass(frozen=True, slots=True)
 class ListOp:
-    """Memories of the readable scopes, newest first; `statuses=None` means all."""
+    """Memories of the readable scopes, newest first; `statuses=None` means all.
+    `whole_tenant`: every scope of the first readable scope's tenant instead (the
+    operator's view of a tenant, e.g. its whole review queue)."""
 
     readable: tuple[Scope, ...]
     statuses: tuple[Status, ...] | None
     limit: int
+    whole_tenant: bool = False
 
 
 @dataclass(frozen=True, slots=True)

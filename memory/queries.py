@@ -272,9 +272,18 @@ def search(
 
 
 def listing(
-    conn: Connection, scope: ScopeOrScopes, *, statuses: Sequence[Status] | None, limit: int
+    conn: Connection,
+    scope: ScopeOrScopes,
+    *,
+    statuses: Sequence[Status] | None,
+    limit: int,
+    whole_tenant: bool = False,
 ) -> list[Memory]:
-    query = select(*ROW).where(readable_by(scope))
+    if whole_tenant:
+        tenant = scope.tenant if isinstance(scope, Scope) else scope[0].tenant
+        query = select(*ROW).where(memories.c.tenant == tenant)
+    else:
+        query = select(*ROW).where(readable_by(scope))
     if statuses is not None:
         query = query.where(memories.c.status.in_([s.value for s in statuses]))
     query = query.order_by(memories.c.created_at.desc(), memories.c.id).limit(limit)

@@ -232,7 +232,13 @@ class SqlRows:
 
     def listing(self, op: ListOp) -> list[Memory]:
         self._before_read()
-        return queries.listing(self.conn, op.readable, statuses=op.statuses, limit=op.limit)
+        return queries.listing(
+            self.conn,
+            op.readable,
+            statuses=op.statuses,
+            limit=op.limit,
+            whole_tenant=op.whole_tenant,
+        )
 
     def history(self, op: HistoryOp) -> list[Memory]:
         self._before_read()

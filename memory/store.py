@@ -241,8 +241,12 @@ class Store:
         result: list[Memory] = self.backend.batch([op])[0]
         return result
 
-    def pending_review(self, scope: Scope, *, limit: int = 200) -> list[Memory]:
-        op = ListOp(_readable(scope), (Status.PENDING_REVIEW,), _rows(limit))
+    def pending_review(
+        self, scope: Scope, *, limit: int = 200, whole_tenant: bool = False
+    ) -> list[Memory]:
+        """What waits for review, readable by `scope`; with `whole_tenant`, in every
+        scope of its tenant (the operator's queue)."""
+        op = ListOp(_readable(scope), (Status.PENDING_REVIEW,), _rows(limit), whole_tenant)
         result: list[Memory] = self.backend.batch([op])[0]
         return result
 

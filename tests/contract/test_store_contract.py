@@ -406,6 +406,15 @@ def test_pending_review_lists_only_readable_scopes(store: Store) -> None:
         actor="w",
     )
     assert [m.content for m in store.pending_review(ANA)] == ["ana guess"]
+    # The operator's view of the tenant: every scope's queue, and no other tenant's.
+    store.apply(
+        [candidate("gil guess", scope=Scope("globex", "gil", "triage"), source=Source.INFERRED)],
+        handle="h2",
+        actor="w",
+    )
+    whole = store.pending_review(Scope("acme"), whole_tenant=True)
+    assert sorted(m.content for m in whole) == ["ana guess", "bob guess"]
+    assert store.pending_review(Scope("acme")) == []
 
 
 def test_one_batch_sees_its_own_earlier_candidates(store: Store) -> None:

@@ -189,6 +189,12 @@ def test_review_list_approve_reject(store: Store) -> None:
     pending = json.loads(cli(store, "review", "list", *ANA_FLAGS, "--json").output)
     by_content = {m["content"]: m["id"] for m in pending}
     assert set(by_content) == {"likes mornings", "likes tea"}
+    tenant_layer = cli(store, "review", "list", "--tenant", "acme")
+    assert "nothing waits for review in what acme/*/* reads (--all: the tenant)" in (
+        tenant_layer.output
+    )
+    whole = json.loads(cli(store, "review", "list", "--tenant", "acme", "--all", "--json").output)
+    assert {m["id"] for m in whole} == set(by_content.values())
     approved = cli(store, "review", "approve", *ANA_FLAGS, by_content["likes tea"], "--json")
     assert json.loads(approved.output)["status"] == "active"
     rejected = cli(store, "review", "reject", *ANA_FLAGS, by_content["likes mornings"])

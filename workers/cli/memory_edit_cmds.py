@@ -109,16 +109,31 @@ def review() -> None:
 
 @review.command("list")
 @scope_options
+@click.option(
+    "--all",
+    "whole_tenant",
+    is_flag=True,
+    help="Every scope of the tenant (the operator's whole queue), not only what the scope reads.",
+)
 @click.option("--limit", default=200, show_default=True, type=click.IntRange(0, MAX_ROWS))
 @json_option
 @pass_context
 def review_list(
-    obj: Context, tenant: str, user: str, agent: str, limit: int, as_json: bool
+    obj: Context,
+    tenant: str,
+    user: str,
+    agent: str,
+    whole_tenant: bool,
+    limit: int,
+    as_json: bool,
 ) -> None:
-    """Memories readable by the scope that wait for review."""
+    """Memories readable by the scope that wait for review (--all: the whole tenant's).
+
+    Approve or reject one with the scope it lives in (its SCOPE column)."""
     scope = Scope(tenant, user, agent)
-    found = connect(obj).store.pending_review(scope, limit=limit)
-    emit_memories(found, as_json, f"nothing waits for review in {scope}")
+    found = connect(obj).store.pending_review(scope, limit=limit, whole_tenant=whole_tenant)
+    where = f"any scope of {tenant}" if whole_tenant else f"what {scope} reads (--all: the tenant)"
+    emit_memories(found, as_json, f"nothing waits for review in {where}")
 
 
 def _decide(
