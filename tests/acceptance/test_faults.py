@@ -184,6 +184,13 @@ def test_sigkill_of_the_memory_writer_mid_batch(
         system.start("beat")
         system.start("worker")
         system.start("writer")
+        # The writer's pool process must be up before the first kill: killing one that
+        # is still starting stops the whole writer (billiard's "Could not start worker
+        # processes"), which is not the fault this test is about. A first batch proves it.
+        send(system, ["kill-writer-warm-up"], agent="bulk", facts=1)
+        system.wait_for(
+            "the writer's first batch", partial(receipt, system, "kill-writer-warm-up"), timeout=120
+        )
         keys = [f"kill-writer-{i}" for i in range(LOOPS)]
         mid_batch = 0
         for key in keys:
