@@ -48,6 +48,7 @@ from memory.forget_verification import count_where, relist, still_held
 from memory.maintenance_tables import tombstones
 from memory.records import Scope, Source
 from memory.tables import audit, memories
+from memory.writing import check_reason
 
 log = logging.getLogger(__name__)
 
@@ -232,8 +233,10 @@ def forget(
 
     `places` are tables outside memory that may quote the forgotten text (a run's
     summary or payload); it is scrubbed there too and they are re-listed.
-    Raises ForgetRefused (after auditing the refusal) for an agent.
+    Raises ForgetRefused (after auditing the refusal) for an agent, and EditRefused
+    for a reason holding a secret (the tombstone would keep it for good).
     """
+    check_reason(reason)
     if requester.role in (Role.AGENT, Role.MAINTENANCE) or not requester.name:
         _refuse(engine, selector, requester, now)
     allowed = _allowed(requester)

@@ -237,8 +237,9 @@ class HandleTaken(ValueError):
 
 
 class EditRefused(ValueError):
-    """An operator's edit or review breaks a rule every stored text obeys: its content
-    or reason holds a secret or what the store cannot keep; content empty or too long."""
+    """An operator's edit, review or forget breaks a rule every stored text obeys: its
+    content or reason holds a secret or what the store cannot keep; content empty or
+    too long."""
 
 
 class NotPending(ValueError):

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select
 
 from memory import consolidation, hot
 from memory.forget_places import REDACTED
@@ -18,6 +18,7 @@ from memory.forgetting import (
     forget,
 )
 from memory.maintenance_tables import tombstones
+from memory.port import EditRefused
 from memory.records import Kind, Source, Status
 from memory.store import Store
 from memory.tables import audit
@@ -213,6 +214,23 @@ def test_text_match_forget_folds_case_beyond_ascii(store: Store, clock: Clock) -
     )
     assert (report.deleted, report.remaining, report.exhaustive) == (1, 0, True)
     assert [m.content for m in store.show(ANA)] == ["Ana's office is in Zürich"]
+
+
+def test_a_reason_holding_a_secret_is_refused_before_anything_is_forgotten(
+    store: Store, clock: Clock
+) -> None:
+    store.apply([candidate("Ana's boss is Jürgen", source=Source.STATED)], handle="h", actor="w")
+    with pytest.raises(EditRefused, match=r"secret \(password_assignment\) in reason"):
+        forget(
+            store.engine,
+            Selector.by_subject("acme", "ana"),
+            Requester.operator(),
+            now=clock(),
+            reason="as asked; her old password: hunter22",
+        )
+    assert [m.content for m in store.show(ANA)] == ["Ana's boss is Jürgen"]
+    with store.engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(tombstones)).scalar() == 0
 
 
 def test_truncated_listing_reports_partial(store: Store, clock: Clock) -> None:

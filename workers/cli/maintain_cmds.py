@@ -23,6 +23,7 @@ from sqlalchemy import insert, select
 
 from memory.expiry import TtlConfig, TtlConfigError
 from memory.forgetting import ForgetRefused, ForgetReport, Requester, Role, Selector, forget
+from memory.port import EditRefused
 from memory.records import Scope
 from memory.reinforcement import Direction, Vote
 from memory.tables import audit, memories
@@ -238,6 +239,8 @@ def forget_cmd(
         )
     except ForgetRefused as error:
         raise click.ClickException(str(error)) from None
+    except EditRefused as error:  # a secret in --reason: the tombstone would keep it
+        raise InvalidInput(str(error)) from None
     if as_json:
         emit_json(report.to_json())
         return
