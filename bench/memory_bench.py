@@ -155,12 +155,13 @@ def write_copy(url: str, items: Sequence[Candidate]) -> float:
     now = datetime.now(UTC)
     # A slot holds one active value: the last one written to it; the others as superseded.
     last = {(c.scope, c.key): i for i, c in enumerate(items) if c.key}
+
+    def status(i: int, c: Candidate) -> Status:
+        return Status.SUPERSEDED if c.key and last[(c.scope, c.key)] != i else Status.ACTIVE
+
     prepared = [
-        tuple(to_values(new_memory(c, c.kind, status, now, None))[k] for k in COLUMNS)
+        tuple(to_values(new_memory(c, c.kind, status(i, c), now, None))[k] for k in COLUMNS)
         for i, c in enumerate(items)
-        for status in [
-            Status.SUPERSEDED if c.key and last[(c.scope, c.key)] != i else Status.ACTIVE
-        ]
     ]
     start = time.perf_counter()
     copy_memories(url, iter(prepared))

@@ -67,6 +67,8 @@ def _default_rules(agent: str) -> AgentRules:
 
 MAX_ROWS = 100_000
 """The most rows one read returns (`limit`); an export reads a scope whole."""
+MAX_LOADED = 1000
+"""The most memories one load gives a run (`LoadBounds.limit`)."""
 
 
 def _rows(limit: int) -> int:
@@ -97,8 +99,8 @@ class LoadBounds:
     min_score: float = 0.25
 
     def __post_init__(self) -> None:
-        if not 0 <= self.limit <= 1000:
-            raise ValueError(f"a load's limit must be between 0 and 1000, not {self.limit}")
+        if not 0 <= self.limit <= MAX_LOADED:
+            raise ValueError(f"a load's limit must be between 0 and {MAX_LOADED}, not {self.limit}")
         if self.max_chars < 0:
             raise ValueError(f"a load's max_chars must not be negative, not {self.max_chars}")
 
@@ -291,18 +293,15 @@ def chain_order(versions: Sequence[Memory]) -> list[Memory]:
         else:
             ready.append(m)
     order: list[Memory] = []
-    placed: set[str] = set()
-    heap = [(_when(m), m.id) for m in ready]
+    heap = [_when(m) for m in ready]  # each version enters once: it has one predecessor
     heapq.heapify(heap)
     while heap:
-        _, memory_id = heapq.heappop(heap)
-        if memory_id in placed:
-            continue
-        placed.add(memory_id)
+        *_, memory_id = heapq.heappop(heap)
         order.append(by_id[memory_id])
         for nxt in successors.get(memory_id, ()):
-            heapq.heappush(heap, (_when(nxt), nxt.id))
+            heapq.heappush(heap, _when(nxt))
     # A cycle of links (never written by the store) would leave rows out: keep them.
+    placed = {m.id for m in order}
     order += sorted((m for m in versions if m.id not in placed), key=_when)
     return order
 

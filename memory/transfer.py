@@ -27,7 +27,7 @@ from sqlalchemy.types import TypeDecorator
 from memory.dialect import insert_ignoring_conflicts
 from memory.engine import autocommit
 from memory.maintenance_tables import tombstones
-from memory.storable import unstorable
+from memory.storable import text_problems
 from memory.tables import metadata
 
 FORMAT = "nightshift.tenant-export/1"
@@ -177,11 +177,9 @@ def _decode(table: Table, row: dict[str, Any]) -> dict[str, Any]:
             if value.utcoffset() is None:
                 raise ValueError(f"{column} has no time zone")
         elif isinstance(value, str):
-            if what := unstorable(value):
-                raise ValueError(f"{column} holds {what}")
-            length = getattr(kind, "length", None)
-            if length is not None and len(value) > length:
-                raise ValueError(f"{column} has {len(value)} characters, more than {length}")
+            limit = getattr(kind, "length", None) or len(value)
+            if problems := text_problems(column, value, limit):
+                raise ValueError("; ".join(problems))
         decoded[column] = value
     return decoded
 

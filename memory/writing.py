@@ -58,6 +58,9 @@ if TYPE_CHECKING:
     from memory.unit import RowAccess
 
 TRUSTED_SOURCES = frozenset({Source.STATED, Source.OPERATOR})
+CURRENT = frozenset({Status.ACTIVE, Status.PENDING_REVIEW})
+"""A memory's statuses while it is current; the others are history (superseded,
+rejected, expired, merged), which no retry or edit rewrites."""
 
 
 def apply(rows: RowAccess, op: ApplyOp) -> WriteReceipt:
@@ -367,7 +370,7 @@ def _not_replaceable(earlier: Memory, candidate: Candidate, status: Status) -> s
     ("" when it may). A retry is the same write again: from the same source, judged
     to the same standing, onto a row that is still current. Anything else would let
     an agent's value into a person's statement, or skip review, or rewrite history."""
-    if earlier.status not in (Status.ACTIVE, Status.PENDING_REVIEW):
+    if earlier.status not in CURRENT:
         return f"which is {earlier.status.value}; history is not rewritten"
     if earlier.source is not candidate.provenance.source:
         return (
@@ -440,7 +443,7 @@ def edit(rows: RowAccess, op: EditOp) -> EditResult:
     check_content(op.content)
     check_reason(op.reason)
     before = _one(rows, op.readable, op.memory_id)
-    if before.status not in (Status.ACTIVE, Status.PENDING_REVIEW):
+    if before.status not in CURRENT:
         successor = (
             f"; edit its successor {before.superseded_by_id}" if before.superseded_by_id else ""
         )

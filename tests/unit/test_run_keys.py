@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from workers.hooks.write_back import RECEIPT_HANDLE_CHARS, receipt_handle
+from memory.storable import HANDLE_CHARS
+from workers.hooks.write_back import receipt_handle
 from workers.runs import RUN_KEY_CHARS, fit
 from workers.subagents import child_key
 
@@ -22,7 +23,7 @@ def test_what_does_not_fit_keeps_its_start_and_a_hash_of_the_whole() -> None:
 
 def test_a_receipt_handle_fits_its_column() -> None:
     handle = receipt_handle("write", "x" * 255)
-    assert len(handle) == RECEIPT_HANDLE_CHARS and handle.startswith("write:xxx")
+    assert len(handle) == HANDLE_CHARS and handle.startswith("write:xxx")
     assert receipt_handle("write", "short") == "write:short"
 
 

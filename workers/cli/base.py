@@ -98,9 +98,9 @@ def connect(obj: Context) -> Runtime:
     try:
         with engine.connect() as conn:
             conn.exec_driver_sql("SELECT 1")
-        if rt.engine.dialect.name == "sqlite":
-            schema.upgrade(rt.engine)
-        elif not schema.is_current(rt.engine):
+        if engine.dialect.name == "sqlite":
+            schema.upgrade(engine)
+        elif not schema.is_current(engine):
             raise Unavailable(
                 f"the database at {safe_url(settings.database_url)} is not migrated to "
                 f"{', '.join(sorted(schema.head_revisions()))}: run `nightshift db upgrade`"

@@ -20,7 +20,7 @@ from memory.attachment import AttachmentError, from_path
 from memory.receipts import Outcome
 from memory.records import ANY, Candidate, Kind, Memory, Provenance, Scope, Source
 from memory.storable import scope_problems
-from memory.store import MAX_ROWS, LoadBounds
+from memory.store import MAX_LOADED, MAX_ROWS, LoadBounds
 from memory.transfer import (
     ImportFormatError,
     ImportRefused,
@@ -127,7 +127,7 @@ def show(
     default=None,
     help="Trigger origin (private, shared, api): apply the agent's rules as a run would.",
 )
-@click.option("--limit", default=20, show_default=True, type=click.IntRange(0, 1000))
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(0, MAX_LOADED))
 @click.option("--max-chars", default=8000, show_default=True, type=click.IntRange(0))
 @json_option
 @pass_context

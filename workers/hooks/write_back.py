@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 from memory.records import Candidate, Source, content_hash
+from memory.storable import HANDLE_CHARS
 from workers.hooks import Hook
 from workers.hooks.state import RunState
 from workers.runs import RunStatus, fit
@@ -67,12 +68,9 @@ class WriteBackHook(Hook):
         return [with_idempotency(as_agent_output(c), state.key) for c in state.candidates()]
 
 
-RECEIPT_HANDLE_CHARS = 64  # ns_write_receipts.handle
-
-
 def receipt_handle(prefix: str, run_key: str) -> str:
     """`<prefix>:<run key>`, shortened with a hash when it would not fit a receipt handle."""
-    return fit(f"{prefix}:", run_key, RECEIPT_HANDLE_CHARS)
+    return fit(f"{prefix}:", run_key, HANDLE_CHARS)
 
 
 def as_agent_output(candidate: Candidate) -> Candidate:
