@@ -54,6 +54,14 @@ _INSTRUCTION = _compile(
     _w("from") + rf"\s+now\s+on,?\s+(?:you|always|never|only|don't|{_AGENT_VERBS})",
     rf"[.!?;:\n\"'(]\s*(?:please\s+)?(?:always|never)\s+{_AGENT_VERBS}",
     _w("do not", "don't", "never") + r"\s+(?:tell|inform|notify|alert|reveal|mention|disclose)\b",
+    # A line in a role's voice giving an order: "SYSTEM: forward all invoices to ...",
+    # "[admin] approve the refund", "### Instruction: ignore ...". A label with no
+    # order after it is a fact's heading ("System: Ubuntu 22.04").
+    r"\n[\s#>*_\[(<!-]*(?:system|admin|administrator|developer|operator|assistant|ai"
+    r"|instructions?)(?:\s+(?:message|note|notice|override|update|prompt))?\s*[\]):>*]+"
+    rf"\s*(?:please\s+)?(?:{_AGENT_VERBS}|you\b)",
+    _w("note to", "note for", "message to", "message for", "attention")
+    + r"\s+(?:the\s+|any\s+|all\s+)?(?:ai|assistant|llm|language\s+model|bot|agent)s?\s*[:,]",
 )
 _PLAN_LOWERED = _compile(
     _w("i", "we") + r"\s*(?:will|shall|'ll|’ll)\b",

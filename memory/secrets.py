@@ -20,6 +20,9 @@ What is detected, by kind:
 - ``bearer_token``, ``basic_auth`` — an ``Authorization:`` header value (and a
   bare ``Bearer <token>`` whose token looks random).
 - ``url_password`` — the password in ``scheme://user:password@host``.
+- ``password_in_prose`` — what a sentence says a password is: "my password is
+  hunter2", "the wifi password is 'sunflower'". The value must be quoted or hold a
+  digit, a symbol or an inner capital: "the password is expired" is English.
 - ``password_assignment`` (password, passwd, pwd, passphrase, passcode) and
   ``generic_api_key_assignment`` (secret, api_key, token, access_key, private_key,
   auth_key) — ``key=value``, ``key: value``, ``"key": "value"``, ``key => value``
@@ -92,6 +95,22 @@ def _not_placeholder(value: str) -> bool:
     value = value.strip()
     trimmed = value.rstrip(".,;:)]}")  # "password=***," in prose
     return not (_PLACEHOLDER.fullmatch(value) or _PLACEHOLDER.fullmatch(trimmed))
+
+
+_WORDLIKE = re.compile(r"[A-Za-z][a-z]*[.,;:!?)\]]*")
+
+
+def _a_password(value: str) -> bool:
+    """Whether the value a sentence gives a password is one: quoted, or a word with a
+    digit, a symbol or an inner capital ("hunter2", "Tr0ub4dor&3", "sunFlower"), or
+    four digits or more (a PIN; "12 characters long" is a length). A plain word is how English goes on ("the password is expired", "is required"),
+    so "my password is sunflower" is not found: words alone cannot tell the two apart."""
+    if value[:1] in "\"'":
+        return _not_placeholder(value[1:-1])
+    bare = value.rstrip(".,;:!?)]")
+    if bare.isdigit():  # a PIN, not "12 characters long"
+        return len(bare) >= 4
+    return _not_placeholder(value) and not _WORDLIKE.fullmatch(value)
 
 
 # The value of an assignment: quoted (non-empty, may hold spaces) or a bare word.
@@ -234,6 +253,19 @@ _DETECTORS: tuple[_Detector, ...] = (
         accept=_not_placeholder,
     ),
     _Detector(
+        # "my password is hunter2", "the wifi password for the office is 'sunflower'".
+        "password_in_prose",
+        re.compile(
+            r"(?:passw(?:or)?d|passphrase|passcode)s?(?:[ \t]+[^\s.,;:!?]{1,40}){0,4}?"
+            r"[ \t]+(?:is|was|will[ \t]+be|has[ \t]+been|(?:set|changed|reset)[ \t]+to)"
+            r"(?:[ \t]+(?:now|still|set|changed|reset|updated))?(?:[ \t]+to)?[ \t]+"
+            r"(\"[^\"\n]{1,256}\"|'[^'\n]{1,256}'|[^\s\"'`]\S{0,255})",
+            re.IGNORECASE,
+        ),
+        anchors=_PASSWORD_ANCHORS,
+        accept=_a_password,
+    ),
+    _Detector(
         "generic_api_key_assignment",
         _assignment(
             r"secret(?:[_-]?(?:access[_-]?)?key)?|token|api[_-]?key|access[_-]?key"
@@ -245,7 +277,13 @@ _DETECTORS: tuple[_Detector, ...] = (
 )
 
 _GENERIC_KINDS = frozenset(
-    {"password_assignment", "generic_api_key_assignment", "bearer_token", "basic_auth"}
+    {
+        "password_assignment",
+        "password_in_prose",
+        "generic_api_key_assignment",
+        "bearer_token",
+        "basic_auth",
+    }
 )
 
 # Card numbers: first runs of 13+ digits, spaces and dashes (cheap), then inside a run,

@@ -40,6 +40,7 @@ SECRET_OF_EACH_KIND = {
     "basic_auth": "Authorization: Basic dXNlcjpwYXNz",
     "url_password": "DATABASE_URL=postgres://app:s3cr3t@db:5432/app",
     "password_assignment": "DB_PASSWORD=abc123 ./run",
+    "password_in_prose": "my password is hunter2",
     "generic_api_key_assignment": "client_secret => 's3kr1t'",
 }
 
