@@ -32,7 +32,7 @@ def create_app(settings: Settings) -> Celery:
         "nightshift",
         broker=settings.broker_url,
         backend=settings.result_backend,
-        include=["workers.tasks", "workers.maintenance"],
+        include=["workers.tasks", "workers.maintenance", "workers.serving"],
     )
     app.conf.update(
         task_queues=[

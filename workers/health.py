@@ -20,7 +20,7 @@ from memory.engine import safe_url
 from memory.records import Status
 from memory.tables import memories, receipts
 from schedules import lease as lease_queries
-from workers import schema
+from workers import schema, serving
 from workers.runtime import Runtime
 from workers.tables import runs
 
@@ -90,15 +90,43 @@ def broker(app: Celery) -> Check:
     return Check("broker", True, f"{app.conf.broker_url.split('://')[0]}: {shown}", depths)
 
 
-def consumers(app: Celery, timeout: float = 2.0) -> tuple[Check, Check]:
-    replies = app.control.ping(timeout=timeout) or []
-    names = [name for reply in replies for name in reply]
-    run_workers = [n for n in names if n.startswith("runs@")]
-    writers = [n for n in names if n.startswith("writer@")]
+def consumers(app: Celery, here: str | None, timeout: float = 2.0) -> tuple[Check, Check]:
+    """The run workers and memory writers that answer, and whether each serves the
+    database `here` (`workers.serving.identity`; None when that is unknown)."""
+    replies = app.control.broadcast(serving.COMMAND, reply=True, timeout=timeout) or []
+    answers = {name: answer for reply in replies for name, answer in reply.items()}
     return (
-        Check("run workers", bool(run_workers), f"{len(run_workers)} answering", run_workers),
-        Check("memory writer", bool(writers), f"{len(writers)} answering", writers),
+        _answering("run workers", "runs", answers, here),
+        _answering("memory writer", "writer", answers, here),
     )
+
+
+def _answering(title: str, role: str, answers: dict[str, Any], here: str | None) -> Check:
+    """The workers of `role`, named `<role>@host` or, for a shard, `<role>-<n>@host`
+    (`workers.cli.supervisor`)."""
+    names = sorted(name for name in answers if name.partition("@")[0].partition("-")[0] == role)
+    elsewhere = {
+        name: answer
+        for name, answer in answers.items()
+        if name in names and here is not None and _identity(answer) != here
+    }
+    detail = f"{len(names)} answering"
+    if elsewhere:
+        where = "; ".join(f"{name} serves {_shown(answer)}" for name, answer in elsewhere.items())
+        detail += f", {len(elsewhere)} on another database ({where})"
+    return Check(title, bool(names) and not elsewhere, detail, names)
+
+
+def _identity(answer: Any) -> str:
+    return str(answer.get("identity", "")) if isinstance(answer, dict) else ""
+
+
+def _shown(answer: Any) -> str:
+    if not isinstance(answer, dict):
+        return "a database it does not name"
+    if answer.get("error"):
+        return f"a database it cannot reach: {answer['error']}"
+    return str(answer.get("url") or "a database it does not name")
 
 
 def leading_beat(rt: Runtime, now: datetime) -> Check:
@@ -138,7 +166,11 @@ def review_queue_depth(rt: Runtime) -> int:
 def report(rt: Runtime, app: Celery, now: datetime, *, max_write_lag: float = 300.0) -> Report:
     checks = [probe("database", lambda: database(rt)), probe("broker", lambda: broker(app))]
     try:
-        checks += consumers(app)
+        here = serving.identity(rt.engine) if checks[0].ok else None
+    except Exception:  # the database check already says what is wrong with it
+        here = None
+    try:
+        checks += consumers(app, here)
     except Exception as error:
         checks.append(Check("workers", False, f"{type(error).__name__}: {error}"))
     db_ok = checks[0].ok

@@ -61,12 +61,14 @@ class System:
             cwd=self.root,
         )
 
-    def start(self, role: str, name: str | None = None) -> subprocess.Popen[bytes]:
+    def start(
+        self, role: str, name: str | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         name = name or role
         with open(self.root / f"{name}.log", "ab") as log:  # the child keeps its own copy
             proc = subprocess.Popen(
                 celery_command(role, concurrency=2),
-                env=self.env,
+                env={**self.env, **(env or {})},
                 cwd=self.root,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -143,3 +145,29 @@ def test_metrics_endpoint_counters_move_after_a_run(system: System) -> None:
 
     after = system.wait_for("the write to be counted", moved)
     assert sample(after, 'nightshift_runs_total{agent="feed-watcher",status="succeeded"}') == 1
+
+
+@pytest.mark.parametrize("system", ["redis-postgres"], indirect=True)
+def test_status_names_a_worker_that_serves_another_database(system: System) -> None:
+    def checks() -> dict[str, dict[str, object]] | None:
+        found = json.loads(system.cli("status", "--json", "--max-write-lag", "1e9").stdout)
+        named = {c["name"]: c for c in found["checks"]}
+        answering = all(named[n]["value"] for n in ("run workers", "memory writer"))
+        return named if answering else None
+
+    system.start("worker")
+    system.start("writer", env={"NIGHTSHIFT_DATABASE_URL": f"sqlite:///{system.root}/other.db"})
+    named = system.wait_for("both workers to answer", checks)
+    assert named["run workers"]["ok"]
+    writer = named["memory writer"]
+    assert not writer["ok"]
+    assert "1 on another database" in str(writer["detail"])
+    assert f"serves sqlite:///{system.root}/other.db" in str(writer["detail"])
+
+    # The same database by another name (localhost for 127.0.0.1) is the same database.
+    system.kill("writer", signal.SIGTERM)
+    alias = system.env["NIGHTSHIFT_DATABASE_URL"].replace("127.0.0.1", "localhost")
+    assert alias != system.env["NIGHTSHIFT_DATABASE_URL"]
+    system.start("writer", env={"NIGHTSHIFT_DATABASE_URL": alias})
+    named = system.wait_for("the writer to answer again", checks)
+    assert named["memory writer"]["ok"], named["memory writer"]["detail"]

@@ -1,0 +1,39 @@
+"""Which answering workers `nightshift status` counts, and which it calls misplaced."""
+
+from __future__ import annotations
+
+from workers.health import _answering
+
+HERE = "postgresql 7715530255855671462 nightshift"
+
+
+def test_a_role_counts_its_shards_and_not_other_roles() -> None:
+    answers = {
+        "writer@a": {"identity": HERE},
+        "writer-3@b": {"identity": HERE},
+        "writers@c": {"identity": HERE},
+        "runs@a": {"identity": HERE},
+    }
+    check = _answering("memory writer", "writer", answers, HERE)
+    assert check.ok and check.value == ["writer-3@b", "writer@a"]
+    assert check.detail == "2 answering"
+
+
+def test_a_worker_on_another_database_makes_its_role_unhealthy_and_is_named() -> None:
+    answers = {
+        "runs@a": {"identity": HERE, "url": "postgresql://postgres@db/nightshift"},
+        "runs@b": {"identity": "sqlite /srv/ns.db", "url": "sqlite:////srv/ns.db"},
+        "runs@c": {"identity": "", "url": "", "error": "OperationalError: no route"},
+    }
+    check = _answering("run workers", "runs", answers, HERE)
+    assert not check.ok
+    assert check.detail == (
+        "3 answering, 2 on another database (runs@b serves sqlite:////srv/ns.db;"
+        " runs@c serves a database it cannot reach: OperationalError: no route)"
+    )
+
+
+def test_without_a_database_to_compare_answering_is_enough() -> None:
+    answers = {"runs@b": {"identity": "sqlite /srv/ns.db"}, "runs@c": {"error": "No such command"}}
+    assert _answering("run workers", "runs", answers, None).ok
+    assert not _answering("memory writer", "writer", answers, None).ok
