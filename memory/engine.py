@@ -262,6 +262,18 @@ def _autocommit_sibling(engine: Engine) -> Engine:
     return sibling
 
 
+def missing_sqlite_file(database_url: str) -> Path | None:
+    """The file a SQLite URL names, when it does not exist; None for anything else."""
+    try:
+        url = make_url(database_url)
+    except exc.ArgumentError:
+        return None  # `open_engine` says what is wrong with it
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    path = Path(url.database).resolve()
+    return None if path.exists() else path
+
+
 def safe_url(url: str) -> str:
     """The URL as it may be shown to a person: never with its password."""
     try:

@@ -16,7 +16,7 @@ from celery import Celery
 from kombu.exceptions import ChannelError
 from sqlalchemy import func, select
 
-from memory.engine import safe_url
+from memory.engine import missing_sqlite_file, safe_url
 from memory.records import Status
 from memory.tables import memories, receipts
 from schedules import lease as lease_queries
@@ -62,6 +62,8 @@ def probe(name: str, fn: Callable[[], Check]) -> Check:
 
 
 def database(rt: Runtime) -> Check:
+    if (missing := missing_sqlite_file(rt.settings.database_url)) is not None:
+        return Check("database", False, f"no nightshift database at {missing}")
     started = time.monotonic()
     with rt.engine.connect() as conn:
         conn.exec_driver_sql("SELECT 1")

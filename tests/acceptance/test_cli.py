@@ -67,6 +67,13 @@ def applied_names(tmp_path: Path) -> list[str]:
     return sorted(s["name"] for s in json.loads(listed.stdout))
 
 
+def assert_nothing_stored(tmp_path: Path) -> None:
+    """Not even a database was made, and a read says so rather than "no runs"."""
+    listed = nightshift(tmp_path, "runs", "--json")
+    assert listed.returncode == 4 and "no nightshift database at" in listed.stderr
+    assert not (tmp_path / "data" / "nightshift.db").exists()
+
+
 def test_bad_cron_names_file_schedule_and_field_and_deletes_nothing(tmp_path: Path) -> None:
     (tmp_path / "good.toml").write_text(GOOD)
     assert nightshift(tmp_path, "schedules", "apply", "good.toml").returncode == 0
@@ -104,7 +111,7 @@ def test_trigger_for_an_unknown_agent_fails_and_enqueues_nothing(tmp_path: Path)
     result = nightshift(tmp_path, "trigger", "ghost", "--tenant", "acme")
     assert result.returncode == 3
     assert "unknown agent 'ghost'" in result.stderr and "feed-watcher" in result.stderr
-    assert json.loads(nightshift(tmp_path, "runs", "--json").stdout) == []
+    assert_nothing_stored(tmp_path)
 
 
 def test_trigger_refuses_a_user_the_store_cannot_keep(tmp_path: Path) -> None:
@@ -113,7 +120,7 @@ def test_trigger_refuses_a_user_the_store_cannot_keep(tmp_path: Path) -> None:
     )
     assert result.returncode == 3
     assert "scope user has 300 characters, more than 128; nothing was enqueued" in result.stderr
-    assert json.loads(nightshift(tmp_path, "runs", "--json").stdout) == []
+    assert_nothing_stored(tmp_path)
 
 
 def test_a_long_event_id_still_makes_one_run(tmp_path: Path) -> None:

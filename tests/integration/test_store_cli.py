@@ -18,7 +18,7 @@ from memory.store import Store
 from tests.services import postgres_database
 from workers import runs, schema
 from workers.cli import first_not_utf8, main_group
-from workers.cli.base import EXIT_INVALID_INPUT
+from workers.cli.base import EXIT_INVALID_INPUT, EXIT_UNAVAILABLE
 
 pytestmark = pytest.mark.integration
 
@@ -300,3 +300,29 @@ def test_an_empty_tenant_is_a_usage_error(store: Store) -> None:
     result = cli(store, "write", "--tenant", "", "--content", "x")
     assert result.exit_code == 2
     assert "Invalid value for '--tenant'" in result.output and "must not be empty" in result.output
+
+
+def test_a_read_from_a_sqlite_file_that_is_not_there_says_so_and_makes_nothing(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path}/typo/nightshift.db"
+    result = CliRunner().invoke(
+        main_group, ["--database-url", url, "memory", "search", "--tenant", "acme", "renewal"]
+    )
+    assert result.exit_code == EXIT_UNAVAILABLE, result.output
+    assert f"no nightshift database at {tmp_path}/typo/nightshift.db" in result.output
+    assert "nothing matches" not in result.output
+    status = CliRunner().invoke(
+        main_group,
+        ["--data-dir", str(tmp_path / "data"), "--database-url", url, "status", "--json"],
+    )
+    database = json.loads(status.output)["checks"][0]
+    assert status.exit_code == 1 and not database["ok"]
+    assert database["detail"] == f"no nightshift database at {tmp_path}/typo/nightshift.db"
+    assert not (tmp_path / "typo").exists()
+    # `db upgrade` makes one; then the same read answers from it.
+    assert CliRunner().invoke(main_group, ["--database-url", url, "db", "upgrade"]).exit_code == 0
+    result = CliRunner().invoke(
+        main_group, ["--database-url", url, "memory", "search", "--tenant", "acme", "renewal"]
+    )
+    assert result.exit_code == 0 and "nothing matches" in result.output

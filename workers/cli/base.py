@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import click
 from sqlalchemy import exc
 
-from memory.engine import safe_url
+from memory.engine import missing_sqlite_file, safe_url
 from workers import schema
 from workers.runtime import Runtime
 from workers.settings import Settings, SettingsError
@@ -83,13 +83,22 @@ def main_group(
     )
 
 
-def connect(obj: Context) -> Runtime:
+def connect(obj: Context, *, create: bool = False) -> Runtime:
     """A runtime whose database is reachable and migrated, or a clear exit.
 
     The embedded SQLite store is migrated on the spot; a server database must be
-    migrated by its operator (`nightshift db upgrade`) before use.
+    migrated by its operator (`nightshift db upgrade`) before use. Only a command
+    that starts a deployment (`create`) makes a SQLite file that is not there: any
+    other would answer from a new, empty store, and "nothing matches" from a
+    mistyped path or another working directory reads as memory that was lost.
     """
     settings = obj.settings
+    if not create and (missing := missing_sqlite_file(settings.database_url)) is not None:
+        raise Unavailable(
+            f"no nightshift database at {missing}: run where `nightshift up` runs (the"
+            " default store is .nightshift/ in its working directory), pass --database-url,"
+            " or make a new one with `nightshift db upgrade`"
+        )
     rt = Runtime(settings)
     try:
         engine = rt.engine

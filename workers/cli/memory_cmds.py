@@ -243,7 +243,7 @@ def export(
 @pass_context
 def import_(obj: Context, path: str, as_json: bool) -> None:
     """Import a `memory export --whole-tenant` file; rows already present are kept as they are."""
-    rt = connect(obj)
+    rt = connect(obj, create=True)
     try:
         with click.open_file(path) as lines, rt.engine.begin() as conn:
             report = import_tenant(conn, lines)
@@ -347,7 +347,7 @@ def write(
     if not wait:
         emit_json({"handle": handle}) if as_json else click.echo(handle)
         return
-    rt = connect(obj)
+    rt = connect(obj, create=True)
     deadline = time.monotonic() + timeout
     while (found := rt.store.receipt(handle)) is None:
         if time.monotonic() > deadline:

@@ -78,7 +78,7 @@ def trigger(
     if problems := scope_problems(Scope(tenant, user, agent)):
         raise InvalidInput(f"{'; '.join(problems)}; nothing was enqueued")
     payload = _read_payload(payload_file, settings.max_payload_bytes)
-    rt = connect(obj)
+    rt = connect(obj, create=True)
     scope_key = f"{agent}/{tenant}/{user or '*'}"
     trigger = f"event:{event_id}" if event_id else f"manual:{uuid.uuid4()}"
     # A long event id is shortened with its hash: the same event still makes one run.

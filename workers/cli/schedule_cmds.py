@@ -49,7 +49,9 @@ def schedules() -> None:
 @pass_context
 def apply_cmd(obj: Context, path: Path, dry_run: bool, prune: bool, as_json: bool) -> None:
     """Make the applied schedules match the files under PATH."""
-    code = apply_path(connect(obj), path, dry_run=dry_run, prune=prune, as_json=as_json)
+    code = apply_path(
+        connect(obj, create=True), path, dry_run=dry_run, prune=prune, as_json=as_json
+    )
     sys.exit(code)
 
 

@@ -155,7 +155,7 @@ def up(
     from workers.cli.schedule_cmds import apply_path
 
     settings = obj.settings
-    rt = connect(obj)
+    rt = connect(obj, create=True)
     path = schedules_path or DEMO_SCHEDULES
     click.echo(
         f"nightshift: store {settings.database_url.split('://')[0]}, "
