@@ -32,9 +32,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from memory.phrasing import as_read, looks_like_instruction, looks_like_plan
+from memory.phrasing import looks_like_instruction, looks_like_plan
 from memory.records import Candidate, Kind, Layer, Provenance, Source
-from memory.secrets import find_secrets
+from memory.secrets import find_secrets_as_read
 from memory.storable import unstorable_fields
 
 
@@ -236,18 +236,17 @@ _FIELD_BREAK = "\n\x00\n"
 
 def _secret(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | None:
     # One scan of everything (the common case: nothing found); only a finding
-    # rescans field by field to name where it was.
-    # A secret split by invisible characters or written in full-width forms is read
-    # as a reader would read it (`as_read`): only non-ASCII text needs the second look.
+    # rescans field by field to name where it was. Text is also read as a reader sees
+    # it (`find_secrets_as_read`): invisible characters and full-width forms hide nothing.
     text = _all_stored_text(c)
-    joined = find_secrets(text) or (find_secrets(as_read(text)) if not text.isascii() else [])
+    joined = find_secrets_as_read(text)
     if not joined:
         return None
     texts = [(name, text) for name, text in _stored_texts(c) if text]
     kinds: dict[str, None] = {}
     fields: dict[str, None] = {}
     for name, text in texts:
-        for finding in find_secrets(text) or find_secrets(as_read(text)):
+        for finding in find_secrets_as_read(text):
             kinds[finding.kind] = None
             fields[name] = None
     if not kinds:  # only visible across fields: refuse all the same
@@ -281,16 +280,31 @@ def _permission(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict 
     return None
 
 
+def _shown_texts(c: Candidate) -> Iterator[tuple[str, str]]:
+    """The fields a later run is shown: the content, and the key, reference and
+    evidence that the sandbox's memory files and brief print beside it."""
+    yield "content", c.content
+    yield "key", c.key
+    yield "reference", c.provenance.reference
+    yield "evidence", c.evidence
+
+
 def _injection(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | None:
-    if c.provenance.source in UNTRUSTED_SOURCES and looks_like_instruction(c.content):
-        return Verdict(
-            Action.REFUSE,
-            c.kind,
-            f"content from source {c.provenance.source!s} reads as an instruction (possible"
-            " prompt injection); only the person or the operator can instruct",
-            Rule.INJECTION_SUSPECTED,
-        )
-    return None
+    if c.provenance.source not in UNTRUSTED_SOURCES:
+        return None
+    # One look at the fields together (a line break between them starts a sentence);
+    # only a finding looks field by field to name where it was.
+    if not looks_like_instruction("\n".join(text for _, text in _shown_texts(c) if text)):
+        return None
+    fields = [name for name, text in _shown_texts(c) if text and looks_like_instruction(text)]
+    fields = fields or ["several fields together"]
+    return Verdict(
+        Action.REFUSE,
+        c.kind,
+        f"{' and '.join(fields)} from source {c.provenance.source!s} reads as an instruction"
+        " (possible prompt injection); only the person or the operator can instruct",
+        Rule.INJECTION_SUSPECTED,
+    )
 
 
 def _instruction_source(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | None:
@@ -429,10 +443,10 @@ def judge(candidate: Candidate, rules: AgentRules, config: GateConfig = DEFAULT_
        person's own layers (PRIVATE, SHARED): the person is acting, not the agent.
        A STATED write to AGENT or TENANT reaches other people and follows the
        agent's rules (so TENANT needs an operator by default).
-    5. ``injection-suspected`` → REFUSE when an untrusted source's content reads as an
-       instruction (`looks_like_instruction`), whatever its kind: memory is loaded
-       into future prompts, so keeping it even as an episode would persist the
-       injection.
+    5. ``injection-suspected`` → REFUSE when an untrusted source's content, key,
+       reference or evidence reads as an instruction (`looks_like_instruction`),
+       whatever its kind: memory is loaded into future prompts, with those fields
+       beside it, so keeping it even as an episode would persist the injection.
     6. ``instruction-source`` → an INSTRUCTION from OBSERVED is kept as an EPISODE
        (it was seen, not given); from INFERRED or SUBAGENT it is REFUSED (an agent
        may not write its own orders).

@@ -48,6 +48,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from memory.phrasing import as_read
+
 
 @dataclass(frozen=True, slots=True)
 class SecretFinding:
@@ -427,9 +429,20 @@ def _scan(text: str, lowered: str) -> list[SecretFinding]:
     return sorted(found, key=lambda f: (f.start, -f.end, f.kind in _GENERIC_KINDS, f.kind))
 
 
+def find_secrets_as_read(text: str) -> list[SecretFinding]:
+    """`find_secrets` of `text`, else of `text` as a reader sees it
+    (`memory.phrasing.as_read`): a key split by zero-width spaces or written in
+    full-width letters is still a key. Spans of the second kind are positions in
+    the read text, not in `text`. Only non-ASCII text needs the second look."""
+    found = find_secrets(text)
+    if found or text.isascii():
+        return found
+    return find_secrets(as_read(text))
+
+
 def contains_secret(text: str) -> bool:
-    """Whether `text` holds any secret `find_secrets` knows."""
-    return bool(find_secrets(text))
+    """Whether `text` holds any secret `find_secrets` knows, hidden or not."""
+    return bool(find_secrets_as_read(text))
 
 
 def redact(text: str) -> str:
@@ -439,6 +452,10 @@ def redact(text: str) -> str:
     starts first (the longest, on a tie), so no part of any secret survives.
     """
     findings = find_secrets(text)
+    if not findings and not text.isascii() and (hidden := find_secrets(as_read(text))):
+        # A secret only a reader sees: the text is given as read, so that the marker
+        # can stand where the secret was.
+        text, findings = as_read(text), hidden
     if not findings:
         return text
     out: list[str] = []

@@ -45,7 +45,7 @@ from memory.port import (
 )
 from memory.receipts import Decision, Outcome, WriteReceipt
 from memory.records import Candidate, Kind, Memory, Scope, Source, Status, content_hash
-from memory.secrets import find_secrets
+from memory.secrets import find_secrets_as_read
 from memory.storable import (
     ACTOR_CHARS,
     HANDLE_CHARS,
@@ -424,7 +424,7 @@ def check_content(content: str) -> None:
         )
     if what := unstorable(content):
         raise EditRefused(f"content holds {what}; the store cannot keep it")
-    kinds = sorted({f.kind for f in find_secrets(content)})
+    kinds = sorted({f.kind for f in find_secrets_as_read(content)})
     if kinds:
         raise EditRefused(f"secret ({', '.join(kinds)}) in content; secrets are never stored")
 
@@ -434,7 +434,7 @@ def check_reason(reason: str) -> None:
     every stored text too (a reason like "old password: hunter2" is refused)."""
     if what := unstorable(reason):
         raise EditRefused(f"reason holds {what}; the store cannot keep it")
-    kinds = sorted({f.kind for f in find_secrets(reason)})
+    kinds = sorted({f.kind for f in find_secrets_as_read(reason)})
     if kinds:
         raise EditRefused(f"secret ({', '.join(kinds)}) in reason; secrets are never stored")
 

@@ -371,6 +371,13 @@ def test_edit_with_optimistic_concurrency(store: Store) -> None:
         store.edit(
             ANA, memory.id, version=3, content="ok", actor="op", reason="old password: hunter22"
         )
+    # Hidden from a pattern by a zero-width space or full-width letters: still a secret.
+    with pytest.raises(EditRefused, match=r"secret \(aws_access_key\) in content"):
+        store.edit(ANA, memory.id, version=3, content="AKIA\u200bIOSFODNN7EXAMPLE", actor="op")
+    with pytest.raises(EditRefused, match=r"secret \(password_assignment\) in reason"):
+        store.edit(
+            ANA, memory.id, version=3, content="ok", actor="op", reason="ｐｗｄ＝ｈｕｎｔｅｒ２"
+        )
     actions = [(e.action, e.actor) for e in store.audit("acme", memory.id)]
     assert actions == [("write.stored", "w"), ("edit", "op"), ("edit.forced", "op2")]
     [forced_entry] = [e for e in store.audit("acme", memory.id) if e.action == "edit.forced"]

@@ -248,9 +248,8 @@ def test_write_refuses_a_scope_the_store_cannot_keep_before_sending_it(store: St
     result = cli(
         store, "write", "--tenant", "t" * 129, "--user", "ana", "--content", "renewal in March"
     )
-    assert result.exit_code == EXIT_INVALID_INPUT
+    assert result.exit_code == 2 and "Invalid value for '--tenant'" in result.output
     assert "scope tenant has 129 characters, more than 128" in result.output
-    assert "nothing was sent to the writer" in result.output
 
 
 def test_an_argument_that_is_not_utf8_is_refused_before_anything_runs(tmp_path: Path) -> None:
@@ -326,3 +325,10 @@ def test_a_read_from_a_sqlite_file_that_is_not_there_says_so_and_makes_nothing(
         main_group, ["--database-url", url, "memory", "search", "--tenant", "acme", "renewal"]
     )
     assert result.exit_code == 0 and "nothing matches" in result.output
+
+
+def test_a_scope_part_the_store_cannot_hold_is_a_usage_error(store: Store) -> None:
+    result = cli(store, "show", "--tenant", "acme", "--user", "a" * 200)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "Invalid value for '--user'" in result.output
+    assert "scope user has 200 characters, more than 128" in result.output

@@ -12,6 +12,7 @@ import click
 from sqlalchemy import exc
 
 from memory.engine import missing_sqlite_file, safe_url
+from memory.storable import SCOPE_LIMITS, text_problems
 from workers import schema
 from workers.runtime import Runtime
 from workers.settings import Settings, SettingsError
@@ -150,6 +151,25 @@ def emit_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], empty: str
 def fail(message: str) -> None:
     click.echo(f"error: {message}", err=True)
     sys.exit(EXIT_ERROR)
+
+
+def storable_scope_part(
+    part: str, *, empty_ok: bool = True
+) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A click callback for the scope part `part` (tenant, user, agent): one the store
+    cannot hold (too long, a NUL), or an empty one where `empty_ok` is false, is a
+    usage error naming the option, not a traceback from deeper down."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        if not empty_ok:
+            not_empty(ctx, param, value)
+        if value is not None and (
+            problems := text_problems(f"scope {part}", value, SCOPE_LIMITS[part])
+        ):
+            raise click.BadParameter("; ".join(problems))
+        return value
+
+    return check
 
 
 def not_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -19,7 +19,6 @@ import click
 from memory.attachment import AttachmentError, from_path
 from memory.receipts import Outcome
 from memory.records import ANY, Candidate, Kind, Memory, Provenance, Scope, Source
-from memory.storable import scope_problems
 from memory.store import MAX_LOADED, MAX_ROWS, LoadBounds
 from memory.transfer import (
     ImportFormatError,
@@ -40,8 +39,8 @@ from workers.cli.base import (
     emit_table,
     json_option,
     main_group,
-    not_empty,
     pass_context,
+    storable_scope_part,
 )
 from workers.writer import OPERATOR_HANDLE_PREFIX
 
@@ -59,6 +58,7 @@ def scope_options(fn: F) -> F:
         default=ANY,
         envvar="NIGHTSHIFT_AGENT",
         show_envvar=True,
+        callback=storable_scope_part("agent"),
         help="Agent (empty: the shared/tenant layers).",
     )(fn)
     fn = click.option(
@@ -66,6 +66,7 @@ def scope_options(fn: F) -> F:
         default=ANY,
         envvar="NIGHTSHIFT_USER",
         show_envvar=True,
+        callback=storable_scope_part("user"),
         help="User (empty: the agent/tenant layers).",
     )(fn)
     return click.option(
@@ -73,7 +74,7 @@ def scope_options(fn: F) -> F:
         required=True,
         envvar="NIGHTSHIFT_TENANT",
         show_envvar=True,
-        callback=not_empty,
+        callback=storable_scope_part("tenant", empty_ok=False),
     )(fn)
 
 
@@ -334,8 +335,6 @@ def write(
             Source(source), reference=reference, task_id=handle, agent=agent, subject=subject
         ),
     )
-    if problems := scope_problems(candidate.scope):  # the writer would refuse the batch
-        raise InvalidInput(f"{'; '.join(problems)}; nothing was sent to the writer")
     app = create_app(obj.settings)
     app.send_task(
         WRITE_TASK,

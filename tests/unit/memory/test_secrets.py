@@ -423,3 +423,12 @@ def test_an_inserted_secret_is_found_and_redacted(
     covered = {i for f in found for i in range(f.start, f.end)}
     assert covered.issuperset(range(start, end)), found
     assert sensitive not in redact(text) or sensitive in before + after
+
+
+def test_a_secret_only_a_reader_sees_is_found_and_redacted() -> None:
+    hidden = "key AKIA\u200bIOSFODNN7EXAMPLE and ｐａｓｓｗｏｒｄ＝ｈｕｎｔｅｒ２"
+    assert find_secrets(hidden) == [] and contains_secret(hidden)
+    assert redact(hidden) == (
+        "key [REDACTED:aws_access_key] and password=[REDACTED:password_assignment]"
+    )
+    assert redact("Café: nothing secret here") == "Café: nothing secret here"
