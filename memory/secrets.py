@@ -47,6 +47,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from memory.phrasing import as_read
 
@@ -470,3 +471,22 @@ def redact(text: str) -> str:
         pos, current, end = end, finding, finding.end
     out += [text[pos : current.start], f"[REDACTED:{current.kind}]", text[end:]]
     return "".join(out)
+
+
+def redact_json(value: Any) -> Any:
+    """`value` (parsed JSON) with `redact` applied to every string in it, keys
+    included, and a number that is a secret (a card number sent as an integer)
+    replaced by its marker."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact_json(k): redact_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_json(v) for v in value]
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and (found := find_secrets(str(value)))
+    ):
+        return f"[REDACTED:{found[0].kind}]"
+    return value

@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import Connection, Text, and_, bindparam, delete, func, or_, select, update
 
 from memory.dialect import insert_ignoring_conflicts
+from memory.secrets import redact, redact_json
 from workers.tables import runs
 
 RUN_KEY_CHARS: int = runs.c.key.type.length  # type: ignore[attr-defined]
@@ -77,6 +78,12 @@ class RunRequest:
     time_limit: int = 600
     parent_key: str = ""  # set for a subagent run: the run that spawned it
     subagent: str = ""  # the subagent's name within its parent
+
+    def __post_init__(self) -> None:
+        # Secrets in an event's payload or a goal are never kept (the run row, the
+        # broker's message, the sandbox's trigger.json): the agent gets the marker.
+        object.__setattr__(self, "payload", redact_json(self.payload))
+        object.__setattr__(self, "goal", redact(self.goal))
 
     def row(self, now: datetime) -> dict[str, Any]:
         return {
