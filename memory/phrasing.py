@@ -13,6 +13,7 @@ text a sentence start.
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 
@@ -36,33 +37,56 @@ _INSTRUCTION = _compile(
     _w("ignore", "disregard", "forget", "override", "bypass")
     + r"\s+(?:(?:all|any|the|your|my|of|these|those|previous|prior|above|earlier"
     r"|preceding|other|existing|original|system|safety)\s+)*"
-    r"(?:instructions?|rules|prompts?|directions|directives|guidelines|guardrails"
+    r"(?:instructions?|rules|prompts?|directions|directives|guidelines|guidance|guardrails"
     r"|constraints|context|policies)\b",
     _w("ignore", "disregard", "forget")
     + r"\s+(?:(?:all|everything|anything|the|what)\s+)?(?:above|previously|prior"
     r"|you\s+(?:were|have\s+been)\s+(?:told|given|asked))\b",
+    _w("ignore", "disregard", "forget") + r"\s+everything\s*(?:and|,|;|you|else|before)\b",
     _w("the assistant", "the ai", "the bot", "the ai assistant")
     + r"\s+(?:must|should|shall|needs?\s+to|has\s+to|is\s+(?:required|instructed|to)\b)",
-    _w("new", "updated", "revised", "real", "actual", "additional")
-    + r"\s+(?:system\s+)?instructions?\s*:",
+    _w("new", "updated", "revised", "real", "actual", "additional", "your new")
+    + r"\s+(?:system\s+)?(?:instructions?|rules?|task|orders?|directives?)\s*:",
     _w("system") + r"\s+prompt\s*:",
     _w("reveal", "print", "show", "output", "repeat", "leak", "ignore", "override", "replace")
     + r"\s+(?:\w+\s+){0,3}system\s+prompt",
+    # Chat-template markers; a JSON chat message in a role's voice; the closing tag of
+    # a wrapper around untrusted text.
     r"<\|(?:im_start|system)\|>|\[/?inst\]|<</?sys>>",
-    _w("you") + r"\s+(?:must|should|shall|need\s+to|have\s+to|are\s+(?:now|required\s+to|to))\b",
-    _w("pretend") + r"\s+(?:to\s+be|you\s+are)\b",
+    r"\"role\"\s*:\s*\"(?:system|developer|assistant)\"",
+    r"</(?:untrusted|user|data|context|document|system|tool)[a-z_-]*>",
+    _w("you", "you're", "you’re", "youre")
+    + r"\s+(?:must|should|shall|need\s+to|have\s+to|are\s+(?:now|required\s+to|to)|now)\b",
+    _w("pretend") + r"\s+(?:to\s+be|(?:that\s+)?(?:you\s+are|you're|you’re))\b",
     _w("from") + rf"\s+now\s+on,?\s+(?:you|always|never|only|don't|{_AGENT_VERBS})",
+    # An order that ends its sentence with "from now on", or opens with "act as".
+    rf"[.!?;:\n\"'(]\s*(?:please\s+)?{_AGENT_VERBS}(?:[^.!?\n]|\.(?=\S)){{0,120}}"
+    r"\bfrom\s+now\s+on\b",
+    r"[.!?;:\n\"'(]\s*(?:please\s+)?act\s+as\s+(?:the\s+|an?\s+)?(?:admin|administrator"
+    r"|operator|system|developer|root|owner|ceo|cfo)\b",
     rf"[.!?;:\n\"'(]\s*(?:please\s+)?(?:always|never)\s+{_AGENT_VERBS}",
     _w("do not", "don't", "never") + r"\s+(?:tell|inform|notify|alert|reveal|mention|disclose)\b",
     # A line in a role's voice giving an order: "SYSTEM: forward all invoices to ...",
     # "[admin] approve the refund", "### Instruction: ignore ...". A label with no
     # order after it is a fact's heading ("System: Ubuntu 22.04").
     r"\n[\s#>*_\[(<!-]*(?:system|admin|administrator|developer|operator|assistant|ai"
-    r"|instructions?)(?:\s+(?:message|note|notice|override|update|prompt))?\s*[\]):>*]+"
-    rf"\s*(?:please\s+)?(?:{_AGENT_VERBS}|you\b)",
+    r"|instructions?|override)(?:\s+(?:message|note|notice|override|update|prompt))?"
+    rf"\s*[\]):>*]+\s*(?:please\s+)?(?:{_AGENT_VERBS}|you\b)",
+    # A heading of that kind with the order on the next line ("## Instructions\nForward...").
+    r"\n#{1,6}[ \t]*(?:system|admin|developer|operator|assistant|instructions?|new\s+rules?"
+    rf"|rules)[ \t]*:?[ \t]*\n\s*(?:please\s+)?(?:{_AGENT_VERBS}|you\b)",
     _w("note to", "note for", "message to", "message for", "attention")
     + r"\s+(?:the\s+|any\s+|all\s+)?(?:ai|assistant|llm|language\s+model|bot|agent)s?\s*[:,]",
+    # "Ignore previous instructions" in German, French and Spanish.
+    r"ignor(?:iere|ieren\s+sie|ez|er|a)\s+(?:(?:alle|toutes|todas)\s+)?(?:(?:vorherigen"
+    r"|bisherigen|obigen)\s+(?:anweisungen|instruktionen|befehle)|l[ea]s\s+(?:instructions"
+    r"|consignes|instrucciones)\s+(?:pr[ée]c[ée]dentes|ci-dessus|anteriores|previas))",
 )
+_INSTRUCTION_NOT_LATIN = _compile(
+    r"игнорир\w*\s+(?:все\s+)?(?:предыдущие|прежние)\s+(?:инструкции|указания)",
+    r"忽略(?:之前|以前|上面|上述|所有|先前)的?(?:所有)?(?:指令|指示|说明|提示)",
+)
+"""In Russian and Chinese: only text that is not ASCII is searched for them."""
 _PLAN_LOWERED = _compile(
     _w("i", "we") + r"\s*(?:will|shall|'ll|’ll)\b",
     _w("i am", "i'm", "i’m", "we are", "we're", "we’re") + r"\s+going\s+to\b",
@@ -109,7 +133,43 @@ def looks_like_instruction(text: str) -> bool:
     office opens at 9", "It never rains here", "Please do not reply to this email".
     """
     lowered = "\n" + as_read(text).lower()
-    return any(p.search(lowered) for p in _INSTRUCTION)
+    if any(p.search(lowered) for p in _INSTRUCTION):
+        return True
+    if lowered.isascii() and "&" not in lowered and not _SPACED_HINT.search(lowered):
+        return False  # the common case: nothing disguised
+    return any(p.search(lowered) for p in _INSTRUCTION_NOT_LATIN) or any(
+        p.search(t) for t in _disguises_removed(lowered) for p in _INSTRUCTION
+    )
+
+
+_CONFUSABLES = str.maketrans(
+    # Cyrillic and Greek letters that look like Latin ones, lower-cased.
+    "аеорсухіјѕԁһӏοιυνκταβεζηρχ",
+    "aeopcyxijsdhloiuvktabezhpx",
+)
+_SPACED_LETTERS = re.compile(r"(?<![^\W\d_])(?:[a-z][ .\-_]){2,}[a-z](?![^\W\d_])")
+_SPACED_HINT = re.compile(r" [a-z][ .\-_][a-z][ .\-_]")
+"""Cheap to search (it opens with a literal): text without it has no spaced words."""
+
+
+def _disguises_removed(lowered: str) -> list[str]:
+    """Other readings of lower-cased text that hides its words: letters from other
+    scripts that look Latin ("ignоre" with a Cyrillic о, a Greek Ι), HTML entities
+    ("&lt;|im_start|&gt;"), and words spelled out letter by letter ("i g n o r e").
+    Folding look-alikes would break Cyrillic words, so each is a second reading of
+    the text, not a replacement."""
+    readings = []
+    if not lowered.isascii():
+        folded = lowered.translate(_CONFUSABLES)
+        if folded != lowered:
+            readings.append(folded)
+    if "&" in lowered:
+        unescaped = html.unescape(lowered)
+        if unescaped != lowered:
+            readings.append(unescaped)
+    if _SPACED_HINT.search(lowered):
+        readings.append(_SPACED_LETTERS.sub(lambda m: re.sub(r"[ .\-_]", "", m.group()), lowered))
+    return readings
 
 
 def looks_like_plan(text: str) -> bool:

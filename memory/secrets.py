@@ -8,25 +8,30 @@ its literal anchor (``"akia"``, ``"-----begin"``, ``"pass"``...) occurs, so scan
 
 What is detected, by kind:
 
-- ``card_number`` — 13 to 19 digits, contiguous or in groups split by single
-  spaces or dashes (first group of four), that pass the Luhn check and start like
-  an issued card (3, 4, 5, 6, or Mastercard/Mir 2200–2720). Long numbers that fail
+- ``card_number`` — 13 to 19 digits, contiguous or in groups split by a space (or
+  two), a dash, an en dash, a dot, a slash or an underscore (first group of four),
+  that pass the Luhn check and start like an issued card (3, 4, 5, 6, or Mastercard/Mir 2200–2720). Long numbers that fail
   Luhn, decimals, ISO dates and ``+``-prefixed phone numbers are not flagged.
 - ``private_key`` — a PEM/OpenSSH/PGP private key block, to its END line or, if
   truncated, to the end of the text.
 - ``aws_access_key``, ``aws_secret_key``, ``github_token``, ``openai_key``,
   ``anthropic_key``, ``slack_token``, ``slack_webhook``, ``stripe_key``,
-  ``google_api_key``, ``jwt`` — provider token formats.
+  ``google_api_key``, ``sendgrid_key``, ``jwt`` — provider token formats.
 - ``bearer_token``, ``basic_auth`` — an ``Authorization:`` header value (and a
   bare ``Bearer <token>`` whose token looks random).
 - ``url_password`` — the password in ``scheme://user:password@host``.
 - ``password_in_prose`` — what a sentence says a password is: "my password is
   hunter2", "the wifi password is 'sunflower'". The value must be quoted or hold a
   digit, a symbol or an inner capital: "the password is expired" is English.
-- ``password_assignment`` (password, passwd, pwd, passphrase, passcode) and
-  ``generic_api_key_assignment`` (secret, api_key, token, access_key, private_key,
-  auth_key) — ``key=value``, ``key: value``, ``"key": "value"``, ``key => value``
-  with a non-empty value, case-insensitive. Placeholders (``***``, ``<password>``,
+- ``pin`` — "PIN: 4921", "pin code is 4921": four to eight digits.
+- ``password_assignment`` (password, passwd, pwd, passphrase, passcode,
+  credentials, and password in German, Dutch, Spanish, Portuguese, French, Polish,
+  Russian and Chinese; ``pass`` and ``pw`` only with a value mixing letters and
+  digits or symbols, since "pass=120 fail=3" is a test count) and
+  ``generic_api_key_assignment`` (secret, api_key, api key, token, access_key,
+  private_key, auth_key, AccountKey, SharedAccessKey) — ``key=value``,
+  ``key: value``, ``"key": "value"``, ``key => value``, ``key — value`` with a
+  non-empty value, case-insensitive. Placeholders (``***``, ``<password>``,
   ``${VAR}``, ``{{ var }}``, ``[REDACTED:...]``, ``true``/``false``) and code
   (``token == x``, ``password: str``) are not secrets, so redacting twice changes
   nothing. Prose such as "the token: expired" *is* flagged: a false alarm refuses
@@ -116,6 +121,12 @@ def _a_password(value: str) -> bool:
     return _not_placeholder(value) and not _WORDLIKE.fullmatch(value)
 
 
+def _a_mixed_value(value: str) -> bool:
+    """A value with a letter and a digit or a symbol: "hunter2", not "120" or "yes"."""
+    bare = value.strip("\"'`").rstrip(".,;:)]}")
+    return _not_placeholder(value) and any(ch.isalpha() for ch in bare) and not bare.isalpha()
+
+
 # The value of an assignment: quoted (non-empty, may hold spaces) or a bare word.
 # Bounded, so that trying every anchor of "password=password=..." stays linear.
 _VALUE = (
@@ -125,15 +136,32 @@ _VALUE = (
     r"""(<[^<>\n]{0,64}>|\{\{[^}\n]{0,128}\}\})|"""  # <placeholder>, {{ template }}
     r"""([^\s"'`]\S{0,1023}))"""  # bare
 )
-# "=" but not "==" (a comparison), ":" but not "::".
-_ASSIGN = r"""["']?[ \t]*(?:=>|:=|=(?!=)|:(?!:))[ \t]*"""
+# "=" but not "==" (a comparison), ":" but not "::", or a dash set off by a space.
+_ASSIGN = r"""["']?[ \t]*(?:=>|:=|=(?!=)|:(?!:)|[—–](?=[ \t]))[ \t]*"""
 # A token starts where a run of token characters starts, not inside one.
 _START = r"(?<![A-Za-z0-9_-])"
 _END = r"(?![A-Za-z0-9_])"
 
 # Anchors may be prefixes of the words the pattern then checks ("pass" -> password).
 _PASSWORD_ANCHORS = ("pass", "pwd")
-_KEY_ANCHORS = ("secret", "token", "api", "access", "private", "auth")
+_KEY_ANCHORS = ("secret", "token", "api", "access", "private", "auth", "account", "shared")
+# "Password" in the languages most often met, and "credentials".
+_PASSWORD_WORDS_ELSEWHERE = (
+    r"credentials?|passwort|kennwort|wachtwoord|contrase(?:ñ|n)a|senha|mot[ \t]+de[ \t]+passe"
+    r"|has[łl]o|пароль|密码"
+)
+_ELSEWHERE_ANCHORS = (
+    "credential",
+    "kennwort",
+    "wachtwoord",
+    "contrase",
+    "senha",
+    "mot de passe",
+    "hasło",
+    "haslo",
+    "пароль",
+    "密码",
+)
 
 
 def _assignment(words: str) -> re.Pattern[str]:
@@ -158,7 +186,8 @@ _DETECTORS: tuple[_Detector, ...] = (
     _Detector(
         "aws_secret_key",
         re.compile(
-            rf"aws[_-]?secret[_-]?(?:access[_-]?)?key{_ASSIGN}[\"']?"
+            r"aws[_ -]?secret(?:[_ -]?(?:access[_ -]?)?key)?"
+            rf"(?:{_ASSIGN}|[ \t]+(?:is[ \t]+)?)[\"']?"
             r"([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
             re.IGNORECASE,
         ),
@@ -185,6 +214,11 @@ _DETECTORS: tuple[_Detector, ...] = (
         "huggingface_token",
         re.compile(rf"{_START}hf_[A-Za-z0-9]{{34,}}{_END}"),
         anchors=("hf_",),
+    ),
+    _Detector(
+        "sendgrid_key",
+        re.compile(rf"{_START}SG\.[A-Za-z0-9_-]{{16,32}}\.[A-Za-z0-9_-]{{16,64}}{_END}"),
+        anchors=("sg.",),
     ),
     _Detector(
         "anthropic_key",
@@ -251,9 +285,25 @@ _DETECTORS: tuple[_Detector, ...] = (
     ),
     _Detector(
         "password_assignment",
-        _assignment(r"passw(?:or)?d|passphrase|passcode|pwd"),
-        anchors=_PASSWORD_ANCHORS,
+        _assignment(rf"passw(?:or)?d|passphrase|passcode|pwd|{_PASSWORD_WORDS_ELSEWHERE}"),
+        anchors=_PASSWORD_ANCHORS + _ELSEWHERE_ANCHORS,
         accept=_not_placeholder,
+    ),
+    _Detector(
+        # "pass: hunter2", "db_pass=s3cret", "pw: x9y8": short words that also name
+        # counts ("pass=120 fail=3"), so the value must mix letters with digits or symbols.
+        "password_assignment",
+        _assignment(r"(?<![a-z])(?:pass|pw)(?![a-z])"),
+        anchors=("pass", "pw"),
+        accept=_a_mixed_value,
+    ),
+    _Detector(
+        "pin",
+        re.compile(
+            r"(?<![a-z])pin(?:[ \t]*(?:code|number))?[ \t]*(?:[:=]|is|was)[ \t]*([0-9]{4,8})(?![0-9])",
+            re.IGNORECASE,
+        ),
+        anchors=("pin",),
     ),
     _Detector(
         # "my password is hunter2", "the wifi password for the office is 'sunflower'".
@@ -261,7 +311,8 @@ _DETECTORS: tuple[_Detector, ...] = (
         re.compile(
             r"(?:passw(?:or)?d|passphrase|passcode)s?(?:[ \t]+[^\s.,;:!?]{1,40}){0,4}?"
             r"[ \t]+(?:is|was|will[ \t]+be|has[ \t]+been|(?:set|changed|reset)[ \t]+to)"
-            r"(?:[ \t]+(?:now|still|set|changed|reset|updated))?(?:[ \t]+to)?[ \t]+"
+            r"(?:[ \t]+(?:now|still|set|changed|reset|updated))?(?:[ \t]+to)?"
+            r"(?:[ \t]*:[ \t]*|[ \t]+)"
             r"(\"[^\"\n]{1,256}\"|'[^'\n]{1,256}'|[^\s\"'`]\S{0,255})",
             re.IGNORECASE,
         ),
@@ -271,8 +322,8 @@ _DETECTORS: tuple[_Detector, ...] = (
     _Detector(
         "generic_api_key_assignment",
         _assignment(
-            r"secret(?:[_-]?(?:access[_-]?)?key)?|token|api[_-]?key|access[_-]?key"
-            r"|private[_-]?key|auth[_-]?key"
+            r"secret(?:[_-]?(?:access[_-]?)?key)?|token|api[_ -]?key|access[_-]?key"
+            r"|private[_-]?key|auth[_-]?key|account[_-]?key|shared[_-]?access[_-]?key"
         ),
         anchors=_KEY_ANCHORS,
         accept=_not_placeholder,
@@ -283,6 +334,7 @@ _GENERIC_KINDS = frozenset(
     {
         "password_assignment",
         "password_in_prose",
+        "pin",
         "generic_api_key_assignment",
         "bearer_token",
         "basic_auth",
@@ -293,10 +345,11 @@ _GENERIC_KINDS = frozenset(
 # 13-19 digits either contiguous or as a group of four and 2-4 groups of 3-6 (4-4-4-4,
 # 4-6-5, 4-4-4-4-3...), not inside a word, a decimal or a +phone number. ASCII digits
 # only: `\d` would also take other scripts' digits, which Luhn cannot check.
-_DIGIT_RUN = re.compile(r"[0-9][0-9 -]{11,}[0-9]")
+_DIGIT_RUN = re.compile(r"[0-9][0-9 ./_\u2013-]{11,}[0-9]")
 _CARD = re.compile(
     r"[0-9](?<![A-Za-z0-9_+][0-9])(?<![0-9][.,][0-9])"
-    r"(?:[0-9]{12,18}|[0-9]{3}(?:[ -][0-9]{3,6}){2,4})(?![A-Za-z0-9_])(?![.,][0-9])"
+    r"(?:[0-9]{12,18}|[0-9]{3}(?:(?:[ ./_\u2013-]| {2})[0-9]{3,6}){2,4})"
+    r"(?![A-Za-z0-9_])(?![.,][0-9])"
 )
 _CARD_GROUP = re.compile(r"[0-9]+")
 

@@ -41,6 +41,8 @@ SECRET_OF_EACH_KIND = {
     "url_password": "DATABASE_URL=postgres://app:s3cr3t@db:5432/app",
     "password_assignment": "DB_PASSWORD=abc123 ./run",
     "password_in_prose": "my password is hunter2",
+    "pin": "the door PIN: 4921",
+    "sendgrid_key": "key SG.abcdefghijklmnopqrstuv.ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopq",
     "generic_api_key_assignment": "client_secret => 's3kr1t'",
 }
 
