@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -182,3 +183,92 @@ def test_nightshift_up_stopped_by_sigterm_stops_every_child(system: System) -> N
     assert up.returncode == 0, "".join(seen) + rest
     assert "stopping…" in rest
     assert left == []
+
+
+OWN_SCHEDULES = """
+[[schedule]]
+name = "digest"
+agent = "feed-watcher"
+tenant = "acme"
+cron = "0 6 * * *"
+
+[[schedule]]
+name = "pulse"
+agent = "feed-watcher"
+tenant = "acme"
+heartbeat = "6h"
+"""
+
+
+@pytest.mark.parametrize("system", ["embedded"], indirect=True)
+def test_nightshift_up_never_deletes_the_schedules_of_the_database_it_uses(
+    system: System,
+) -> None:
+    """An operator's shell with the deployment's database exported runs `up`: the
+    deployment's schedules stay, and the demo is not added to them."""
+    env = {k: v for k, v in system.env.items() if k != "NIGHTSHIFT_AGENTS"}
+    (system.root / "own.toml").write_text(OWN_SCHEDULES)
+    applied = system.cli("schedules", "apply", "own.toml", env=env)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    up = subprocess.Popen(
+        [sys.executable, "-m", "workers.cli", "up"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=system.root,
+        start_new_session=True,
+    )
+    try:
+        assert up.stdout is not None
+        seen = []
+        for line in up.stdout:  # until the children are started
+            seen.append(line)
+            if "Ctrl-C to stop" in line:
+                break
+        up.send_signal(signal.SIGTERM)
+        up.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(up.pid, signal.SIGKILL)
+    assert "this database has 2 schedules of its own: the demo is not added\n" in seen
+    listed = system.cli("schedules", "list", "--json", env=env)
+    assert sorted(s["name"] for s in json.loads(listed.stdout)) == ["digest", "pulse"]
+
+
+@pytest.mark.parametrize("system", ["embedded"], indirect=True)
+def test_nightshift_up_stopped_mid_run_lets_the_run_finish(system: System) -> None:
+    """SIGTERM reaches each child itself: the worker finishes the run it holds (warm
+    shutdown) instead of its pool process dying under it."""
+    up = subprocess.Popen(
+        [sys.executable, "-m", "workers.cli", "up"],
+        env=system.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=system.root,
+        start_new_session=True,
+    )
+    control = Path(system.env["NIGHTSHIFT_TEST_CONTROL"])
+    try:
+        assert up.stdout is not None
+        for line in up.stdout:  # until the children are started
+            if "Ctrl-C to stop" in line:
+                break
+        trigger = system.cli("trigger", "gated", "--tenant", "acme", "--event-id", "mid-run")
+        assert trigger.returncode == 0, trigger.stderr
+        system.wait_for("the run to start", lambda: list(control.glob("started-*")))
+        up.send_signal(signal.SIGTERM)
+        system.wait_for("the stop to reach the worker", lambda: "Warm shutdown" in _log(system))
+        (control / "open").write_text("")
+        up.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(up.pid, signal.SIGKILL)
+    [run] = system.runs()
+    assert run.status.value == "succeeded", (run, _log(system))
+
+
+def _log(system: System) -> str:
+    path = Path(system.env["NIGHTSHIFT_DATA_DIR"]) / "logs" / "worker.log"
+    return path.read_text(errors="replace") if path.exists() else ""

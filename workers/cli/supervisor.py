@@ -72,8 +72,13 @@ class Supervisor:
         return [(n, p.returncode) for n, p in self.children.items() if p.poll() is not None]
 
     def stop_all(self) -> None:
+        """SIGTERM to each child itself, then SIGKILL to the group of any still up after
+        `STOP_GRACE_SECONDS`. A Celery worker told to stop finishes the run it holds
+        (warm shutdown) and then stops its pool; a SIGTERM to its whole group also
+        reached the pool processes, which died mid-run and recorded the run as failed."""
         for proc in self.children.values():
-            _signal_group(proc, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_SECONDS
         for proc in self.children.values():
             try:

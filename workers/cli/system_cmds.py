@@ -9,11 +9,14 @@ from pathlib import Path
 
 import click
 
+from schedules import catalog
+from schedules.files import load_path
 from workers import schema
 from workers.cli.base import Context, InvalidInput, connect, main_group, pass_context
 from workers.cli.supervisor import Supervisor, celery_command, flower_command
 from workers.cli.watch import watch_runs
 from workers.flower import CREDENTIALS_FILE, credentials
+from workers.runtime import Runtime
 from workers.settings import Settings
 
 DEMO_SCHEDULES = Path(__file__).resolve().parent.parent / "demo" / "schedules.toml"
@@ -28,8 +31,6 @@ def db() -> None:
 @pass_context
 def db_upgrade(obj: Context) -> None:
     """Migrate the database to the newest schema (safe to run repeatedly)."""
-    from workers.runtime import Runtime
-
     rt = Runtime(obj.settings)
     schema.upgrade(rt.engine)
     click.echo(f"database at revision {', '.join(sorted(schema.current_revisions(rt.engine)))}")
@@ -125,7 +126,8 @@ def _announce_flower(settings: Settings) -> None:
     envvar="NIGHTSHIFT_SCHEDULES_PATH",
     show_envvar=True,
     type=click.Path(path_type=Path),
-    help="Schedule files to apply at start.  [default: the bundled demo]",
+    help="Schedule files to add or update at start (never deleting others)."
+    "  [default: the bundled demo, on a database that has no schedules yet]",
 )
 @click.option(
     "--flower/--no-flower",
@@ -161,7 +163,12 @@ def up(
         f"nightshift: store {settings.database_url.split('://')[0]}, "
         f"broker {settings.broker_url.split('://')[0]}, data in {settings.data_dir}"
     )
-    apply_path(rt, path, dry_run=False, prune=True, as_json=False)
+    # `up` adds, it never prunes: pointed at a deployment's database (a variable left
+    # exported from another shell), pruning to the demo deleted every schedule.
+    if schedules_path is None and (others := _schedules_besides_the_demo(rt)):
+        click.echo(f"this database has {others} schedules of its own: the demo is not added")
+    else:
+        apply_path(rt, path, dry_run=False, prune=False, as_json=False)
     supervisor = Supervisor(settings, log_dir=settings.data_dir / "logs")
     # `kill`, systemd and `docker stop` send SIGTERM (a closed terminal, SIGHUP): stop
     # the children as Ctrl-C does. Their own sessions keep them from these signals,
@@ -188,6 +195,14 @@ def up(
             signal.signal(sig, signal.SIG_IGN)  # a second signal must not cut the stop short
         supervisor.stop_all()
     sys.exit(code)
+
+
+def _schedules_besides_the_demo(rt: Runtime) -> int:
+    """How many applied schedules are not the demo's: the demo joins only a database
+    that holds nothing else (a laptop's store, not a deployment's)."""
+    demo = {s.name for s in load_path(DEMO_SCHEDULES).schedules}
+    with rt.engine.connect() as conn:
+        return sum(s.name not in demo for s in catalog.all_schedules(conn))
 
 
 def _interrupt(signum: int, frame: object) -> None:
