@@ -8,6 +8,7 @@ and the CLI can build their own with `create_app(settings)`.
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from celery import Celery
@@ -100,7 +101,9 @@ def create_app(settings: Settings) -> Celery:
             # The folder is polled; 0.2 s keeps runs snappy at negligible cost on a laptop.
             "polling_interval": 0.2,
         }
-        (settings.data_dir / "results").mkdir(parents=True, exist_ok=True)
+    if settings.result_backend.startswith("file://"):
+        # The default backend with any broker: Celery refuses a folder that is not there.
+        Path(settings.result_backend.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
     app.nightshift_settings = settings
     return app
 

@@ -49,20 +49,35 @@ def options(settings: Settings) -> dict[str, object]:
     }
 
 
+SECRET_OPTIONS = ("basic_auth",)
+"""Options never put on the command line, which any user of the machine can read
+(`ps`, /proc/PID/cmdline): `main` hands them to Flower through its environment."""
+
+
 def command_line(settings: Settings, address: str = "127.0.0.1") -> list[str]:
     args = [f"--address={address}"]
     for name, value in options(settings).items():
+        if name in SECRET_OPTIONS:
+            continue
         values = value if isinstance(value, list) else [value]
         args += [f"--{name}={v}" for v in values]
     return args
 
 
 def main() -> None:
+    import os
+
     import tornado.web
     from celery.bin.celery import main as celery_main
     from flower.views import monitor
 
     monitor.Metrics.get = tornado.web.authenticated(monitor.Metrics.get)
+    # Flower reads FLOWER_<OPTION> from its environment; set here, after the process
+    # started, it is not even in /proc/PID/environ.
+    for name, value in options(Settings.from_env()).items():
+        if name in SECRET_OPTIONS:
+            values = value if isinstance(value, list) else [value]
+            os.environ[f"FLOWER_{name.upper()}"] = ",".join(map(str, values))
     sys.argv = ["celery", "-A", "workers.app", "flower", *sys.argv[1:]]
     celery_main()
 

@@ -92,31 +92,63 @@ def broker(app: Celery) -> Check:
     return Check("broker", True, f"{app.conf.broker_url.split('://')[0]}: {shown}", depths)
 
 
-def consumers(app: Celery, here: str | None, timeout: float = 2.0) -> tuple[Check, Check]:
-    """The run workers and memory writers that answer, and whether each serves the
-    database `here` (`workers.serving.identity`; None when that is unknown)."""
+ROLES = ("runs", "writer")
+"""Node names of nightshift's workers: `<role>@host`, or `<role>-<n>@host` for a writer
+shard (`workers.cli.supervisor`)."""
+
+
+def consumers(app: Celery, here: str | None, timeout: float = 2.0) -> list[Check]:
+    """The run workers and memory writers that answer, whether each serves the
+    database `here` (`workers.serving.identity`; None when that is unknown), and any
+    other worker on the broker that serves another database."""
     replies = app.control.broadcast(serving.COMMAND, reply=True, timeout=timeout) or []
-    answers = {name: answer for reply in replies for name, answer in reply.items()}
-    return (
+    return judged({name: answer for reply in replies for name, answer in reply.items()}, here)
+
+
+def judged(answers: dict[str, Any], here: str | None) -> list[Check]:
+    """`consumers`' checks of the workers' answers (node name → what it serves)."""
+    checks = [
         _answering("run workers", "runs", answers, here),
         _answering("memory writer", "writer", answers, here),
-    )
+    ]
+    strays = _elsewhere([n for n in answers if _role(n) not in ROLES], answers, here)
+    if strays:
+        checks.append(Check("other workers", False, _on_another_database(strays), sorted(strays)))
+    return checks
+
+
+def _role(name: str) -> str:
+    return name.partition("@")[0].partition("-")[0]
 
 
 def _answering(title: str, role: str, answers: dict[str, Any], here: str | None) -> Check:
-    """The workers of `role`, named `<role>@host` or, for a shard, `<role>-<n>@host`
-    (`workers.cli.supervisor`)."""
-    names = sorted(name for name in answers if name.partition("@")[0].partition("-")[0] == role)
-    elsewhere = {
-        name: answer
-        for name, answer in answers.items()
-        if name in names and here is not None and _identity(answer) != here
-    }
+    names = sorted(name for name in answers if _role(name) == role)
+    elsewhere = _elsewhere(names, answers, here)
     detail = f"{len(names)} answering"
     if elsewhere:
-        where = "; ".join(f"{name} serves {_shown(answer)}" for name, answer in elsewhere.items())
-        detail += f", {len(elsewhere)} on another database ({where})"
-    return Check(title, bool(names) and not elsewhere, detail, names)
+        detail += f", {_on_another_database(elsewhere)}"
+    # One writer per queue keeps a scope's writes in order: two nodes of one name
+    # (writer@a and writer@b, both on `memory.write`) share a queue.
+    nodes = [name.partition("@")[0] for name in names]
+    shared = sorted({node for node in nodes if role == "writer" and nodes.count(node) > 1})
+    if shared:
+        detail += "; " + "; ".join(
+            f"{nodes.count(node)} writers named {node} share one queue (one per queue keeps"
+            " a scope's writes in order)"
+            for node in shared
+        )
+    return Check(title, bool(names) and not elsewhere and not shared, detail, names)
+
+
+def _elsewhere(names: list[str], answers: dict[str, Any], here: str | None) -> dict[str, Any]:
+    if here is None:
+        return {}
+    return {name: answers[name] for name in names if _identity(answers[name]) != here}
+
+
+def _on_another_database(elsewhere: dict[str, Any]) -> str:
+    where = "; ".join(f"{name} serves {_shown(answer)}" for name, answer in elsewhere.items())
+    return f"{len(elsewhere)} on another database ({where})"
 
 
 def _identity(answer: Any) -> str:

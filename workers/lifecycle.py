@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from memory.engine import autocommit, retrying
+from memory.engine import autocommit, retrying, safe_url
 from workers import runs, sandbox
 from workers.hooks import Hook, run_hooks
 from workers.hooks.goal import GoalHook
@@ -79,6 +79,17 @@ def execute(
     planned = str(sandbox.plan(rt.settings.sandbox_root, key))
     run = _claim(rt, key, owner, clock, lease, planned)
     if run is None:
+        if _unknown(rt, key):
+            # A message for another database's run: this worker's settings differ from
+            # those of whoever enqueued it. The run waits there for a worker that serves
+            # it (or the reaper); say so rather than "already claimed".
+            log.error(
+                "run %s is not in this worker's database (%s): every process of a"
+                " deployment must share NIGHTSHIFT_DATABASE_URL",
+                key,
+                safe_url(rt.settings.database_url),
+            )
+            return Outcome(key, "skipped", summary="not in this worker's database")
         return Outcome(key, "skipped", summary="already claimed or finished")
     state = RunState(rt=rt, run=run, owner=owner, clock=clock, submit=submit, spawn=spawn)
     with rt.leases.hold(key, owner, lease, clock):
@@ -92,6 +103,12 @@ def execute(
         state.error,
         dict(state.timings),
     )
+
+
+@retrying()
+def _unknown(rt: Runtime, key: str) -> bool:
+    with autocommit(rt.engine) as conn:
+        return runs.get(conn, key) is None
 
 
 @retrying()

@@ -194,3 +194,13 @@ def test_tenant_moves_from_sqlite_to_postgresql_and_reads_the_same(tmp_path: Pat
             assert before.returncode == after.returncode == 0
             assert after.stdout.splitlines() == before.stdout.splitlines()
             assert before.stdout.count("renewal on") == 3
+
+
+def test_a_broker_that_does_not_answer_is_named_and_the_run_stays_queued(tmp_path: Path) -> None:
+    dead = {"NIGHTSHIFT_BROKER_URL": "redis://127.0.0.1:1/9"}
+    result = nightshift(tmp_path, "trigger", "feed-watcher", "--tenant", "acme", env=dead)
+    assert result.returncode == 4 and "Traceback" not in result.stderr, result.stderr
+    assert "cannot reach the broker" in result.stderr
+    assert "the reaper sends them once the broker answers" in result.stderr
+    [run] = json.loads(nightshift(tmp_path, "runs", "--json").stdout)
+    assert run["status"] == "queued"

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import urllib.request
 from base64 import b64encode
+from pathlib import Path
 
 import pytest
 
@@ -171,3 +172,25 @@ def test_status_names_a_worker_that_serves_another_database(system: System) -> N
     system.start("writer", env={"NIGHTSHIFT_DATABASE_URL": alias})
     named = system.wait_for("the writer to answer again", checks)
     assert named["memory writer"]["ok"], named["memory writer"]["detail"]
+
+
+@pytest.mark.parametrize("system", ["embedded"], indirect=True)
+def test_flower_asks_for_its_password_and_no_command_line_shows_it(system: System) -> None:
+    port, auth = free_port(), "ops:correct-horse"
+    env = {"NIGHTSHIFT_FLOWER_PORT": str(port), "NIGHTSHIFT_FLOWER_BASIC_AUTH": auth}
+    serve(system, "flower", "flower", env=env)
+    base = f"http://127.0.0.1:{port}"
+    system.wait_for("flower to answer", lambda: get(f"{base}/healthcheck")[0] == 200)
+    assert get(f"{base}/tasks")[0] == 401 and get(f"{base}/metrics")[0] == 401
+    assert get(f"{base}/tasks", auth)[0] == 200 and get(f"{base}/metrics", auth)[0] == 200
+    command_lines = [p.read_bytes() for p in Path("/proc").glob("[0-9]*/cmdline") if _readable(p)]
+    assert any(b"workers.flower" in c for c in command_lines)
+    assert not [c for c in command_lines if b"correct-horse" in c]
+
+
+def _readable(path: Path) -> bool:
+    try:
+        path.read_bytes()
+    except OSError:  # a process that ended meanwhile
+        return False
+    return True

@@ -175,7 +175,21 @@ def test_second_delivery_of_a_finished_run_does_nothing(rt: Runtime) -> None:
         submit=lambda *a, **k: pytest.fail("submitted twice"),
         clock=lambda: datetime.now(UTC),
     )
-    assert again.status == "skipped"
+    assert again.status == "skipped" and again.summary == "already claimed or finished"
+
+
+def test_a_run_of_another_database_is_skipped_with_the_reason_logged(
+    rt: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    outcome = execute(
+        rt,
+        "demo@elsewhere",
+        submit=lambda *a, **k: pytest.fail("submitted"),
+        clock=lambda: datetime.now(UTC),
+    )
+    assert (outcome.status, outcome.summary) == ("skipped", "not in this worker's database")
+    assert "run demo@elsewhere is not in this worker's database" in caplog.text
+    assert "share NIGHTSHIFT_DATABASE_URL" in caplog.text
 
 
 def test_agent_exception_is_recorded_redacted_and_sandbox_removed(rt: Runtime) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workers.health import _answering
+from workers.health import _answering, judged
 
 HERE = "postgresql 7715530255855671462 nightshift"
 
@@ -37,3 +37,31 @@ def test_without_a_database_to_compare_answering_is_enough() -> None:
     answers = {"runs@b": {"identity": "sqlite /srv/ns.db"}, "runs@c": {"error": "No such command"}}
     assert _answering("run workers", "runs", answers, None).ok
     assert not _answering("memory writer", "writer", answers, None).ok
+
+
+def test_two_writers_on_one_queue_are_unhealthy() -> None:
+    answers = {
+        "writer@a": {"identity": HERE},
+        "writer@b": {"identity": HERE},
+        "writer-0@a": {"identity": HERE},
+        "writer-1@a": {"identity": HERE},
+        "runs@a": {"identity": HERE},
+    }
+    runs, writers = judged(answers, HERE)
+    assert runs.ok and not writers.ok
+    assert writers.detail == (
+        "4 answering; 2 writers named writer share one queue (one per queue keeps a scope's"
+        " writes in order)"
+    )
+
+
+def test_a_worker_of_another_name_on_another_database_is_named() -> None:
+    answers = {
+        "runs@a": {"identity": HERE},
+        "writer@a": {"identity": HERE},
+        "wrongdb@b": {"identity": "postgresql 1 other", "url": "postgresql://p@db/other"},
+        "helper@c": {"identity": HERE},
+    }
+    checks = judged(answers, HERE)
+    assert [c.name for c in checks if not c.ok] == ["other workers"]
+    assert checks[-1].detail == ("1 on another database (wrongdb@b serves postgresql://p@db/other)")

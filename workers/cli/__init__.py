@@ -6,6 +6,7 @@ import sys
 from collections.abc import Sequence
 
 import click
+import kombu.exceptions
 
 from memory.storable import unstorable
 
@@ -19,7 +20,7 @@ from workers.cli import (
     schedule_cmds,  # noqa: F401
     system_cmds,  # noqa: F401
 )
-from workers.cli.base import EXIT_INVALID_INPUT, main_group
+from workers.cli.base import EXIT_INVALID_INPUT, EXIT_UNAVAILABLE, main_group
 
 
 def main() -> None:
@@ -29,7 +30,17 @@ def main() -> None:
         shown = sys.argv[position]
         click.echo(f"Error: argument {position} ({shown!r}) is not valid UTF-8", err=True)
         sys.exit(EXIT_INVALID_INPUT)
-    sys.exit(main_group.main(prog_name="nightshift", standalone_mode=True))
+    try:
+        sys.exit(main_group.main(prog_name="nightshift", standalone_mode=True))
+    except kombu.exceptions.OperationalError as error:
+        # The broker did not answer a send: say which, not a traceback. A run the
+        # command recorded first stays queued, and the reaper sends it later.
+        click.echo(
+            f"Error: cannot reach the broker ({error}). Runs already recorded stay queued;"
+            " the reaper sends them once the broker answers",
+            err=True,
+        )
+        sys.exit(EXIT_UNAVAILABLE)
 
 
 def first_not_utf8(args: Sequence[str]) -> int | None:
