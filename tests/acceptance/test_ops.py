@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -183,14 +184,15 @@ def test_flower_asks_for_its_password_and_no_command_line_shows_it(system: Syste
     system.wait_for("flower to answer", lambda: get(f"{base}/healthcheck")[0] == 200)
     assert get(f"{base}/tasks")[0] == 401 and get(f"{base}/metrics")[0] == 401
     assert get(f"{base}/tasks", auth)[0] == 200 and get(f"{base}/metrics", auth)[0] == 200
-    command_lines = [p.read_bytes() for p in Path("/proc").glob("[0-9]*/cmdline") if _readable(p)]
+    command_lines = _command_lines()
     assert any(b"workers.flower" in c for c in command_lines)
     assert not [c for c in command_lines if b"correct-horse" in c]
 
 
-def _readable(path: Path) -> bool:
-    try:
-        path.read_bytes()
-    except OSError:  # a process that ended meanwhile
-        return False
-    return True
+def _command_lines() -> list[bytes]:
+    """Every process's command line, as `ps` shows it to any user of the machine."""
+    found = []
+    for path in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):  # a process that ended meanwhile
+            found.append(path.read_bytes())
+    return found
