@@ -19,6 +19,8 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
 from memory.tables import audit
+from schedules.fires import FireOutcome, Origin
+from schedules.tables import fires
 from workers import health
 from workers.runtime import Runtime
 from workers.tables import runs
@@ -70,18 +72,29 @@ class NightshiftCollector(Collector):
                 runs.c.started_at,
                 runs.c.finished_at,
                 runs.c.loaded_ids,
-                runs.c.fire_time,
-                runs.c.enqueued_at,
-                runs.c.trigger_kind,
             )
             .where(runs.c.finished_at >= now - WINDOW)
             .order_by(runs.c.finished_at.desc())
+            .limit(RECENT_LIMIT)
+        )
+        # Beat's own fires only, as beat recorded them: a backfill or a manual trigger
+        # of a past fire time is not beat running late, and a run the reaper sent again
+        # has its `enqueued_at` moved (both paged on-call after a routine backfill).
+        fired_q = (
+            select(fires.c.fire_time, fires.c.recorded_at)
+            .where(
+                fires.c.origin == Origin.BEAT.value,
+                fires.c.outcome == FireOutcome.RUN.value,
+                fires.c.recorded_at >= now - WINDOW,
+            )
+            .order_by(fires.c.recorded_at.desc())
             .limit(RECENT_LIMIT)
         )
         with self.rt.engine.connect() as conn:
             for agent, status, count in conn.execute(query):
                 total.add_metric([agent, status], count)
             recent = conn.execute(recent_q).all()
+            fired = conn.execute(fired_q).all()
         yield total
 
         duration = GaugeMetricFamily(
@@ -96,7 +109,8 @@ class NightshiftCollector(Collector):
         )
         beat_lag = GaugeMetricFamily(
             "nightshift_beat_lag_seconds",
-            "Largest delay between a scheduled fire time and its run being enqueued, last hour.",
+            "Largest delay between a fire's due time and beat sending its run, last hour"
+            " (beat's own fires: not backfills, manual triggers or the reaper's resends).",
         )
         by_agent: dict[str, list[tuple[float, int]]] = {}
         worst_lag = 0.0
@@ -106,8 +120,6 @@ class NightshiftCollector(Collector):
                 by_agent.setdefault(row.agent, []).append(
                     (seconds, len(json.loads(row.loaded_ids)))
                 )
-            if row.trigger_kind in ("cron", "heartbeat") and row.fire_time:
-                worst_lag = max(worst_lag, (row.enqueued_at - row.fire_time).total_seconds())
         for agent, samples in by_agent.items():
             seconds = sorted(s for s, _ in samples)
             for q in (0.5, 0.95, 0.99):
@@ -115,6 +127,8 @@ class NightshiftCollector(Collector):
                     [agent, str(q)], seconds[min(len(seconds) - 1, int(q * len(seconds)))]
                 )
             loaded.add_metric([agent], statistics.fmean(n for _, n in samples))
+        for fire_time, recorded_at in fired:
+            worst_lag = max(worst_lag, (recorded_at - fire_time).total_seconds())
         beat_lag.add_metric([], worst_lag)
         yield from (duration, loaded, beat_lag)
 

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from schedules import fires
+from schedules.fires import FireOutcome, FireRecord, Origin
 from workers import health, runs, schema
 from workers.app import create_app
 from workers.lifecycle import execute
@@ -75,8 +77,28 @@ def test_metrics_move_after_a_run(rt: Runtime) -> None:
     assert 'nightshift_run_duration_seconds{agent="feed-watcher",quantile="0.5"}' in text
     assert "nightshift_writer_lag_seconds" in text
     assert 'nightshift_queue_depth{queue="runs"} 0.0' in text
+    assert "nightshift_beat_lag_seconds 0.0" in text  # no fire of beat's own yet
+
+
+def test_beat_lag_counts_beat_s_own_fires_not_backfills(rt: Runtime) -> None:
+    registry = CollectorRegistry()
+    registry.register(NightshiftCollector(rt, create_app(rt.settings)))
+    now = datetime.now(UTC)
+    late, backfilled = now - timedelta(seconds=7), now - timedelta(hours=2)
+    with rt.engine.begin() as conn:
+        fires.record(
+            conn,
+            [
+                FireRecord("pulse", late, FireOutcome.RUN, run_key="pulse@1"),
+                FireRecord(
+                    "pulse", backfilled, FireOutcome.RUN, run_key="pulse@0", origin=Origin.BACKFILL
+                ),
+            ],
+            now,
+        )
+    text = generate_latest(registry).decode()
     lag = next(line for line in text.splitlines() if line.startswith("nightshift_beat_lag"))
-    assert 1.5 < float(lag.split()[1]) < 60
+    assert 6.5 < float(lag.split()[1]) < 60
 
 
 def test_status_names_the_leading_beat_and_notices_its_lease_lapse(rt: Runtime) -> None:
