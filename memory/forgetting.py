@@ -10,6 +10,11 @@ summaries (rewritten from the episodes that remain) and hot summaries. Audit
 rows never held content; they are marked redacted. A tombstone keeps who, when,
 why and how many, never the text or the pattern.
 
+A person and a text are found in every spelling that reads the same — case,
+surrounding and repeated white space, invisible characters, NFKC forms — by the
+delete and by the re-count alike (`memory.folding`, in the database on both
+dialects).
+
 Afterwards every place is listed again. The report says
 `scanned = skipped + deleted + failed` (checked before it is returned),
 `remaining`, and `exhaustive: false` with the reason when the listing stopped
@@ -35,13 +40,14 @@ from sqlalchemy import (
     Connection,
     Engine,
     and_,
-    func,
     insert,
     literal,
     or_,
     update,
 )
 
+from memory.dialect import holds
+from memory.folding import fold, folded
 from memory.forget_places import TextPlace, scrub
 from memory.forget_removal import compact_fulltext, contents_of, listing, remove
 from memory.forget_verification import count_where, relist, still_held
@@ -116,10 +122,14 @@ class Selector:
     def __post_init__(self) -> None:
         if not self.tenant:
             raise ValueError("a forget needs a tenant")
-        if self.kind is SelectorKind.TEXT and len(self.value.strip()) < 3:
+        # Counted as read (`memory.folding`): invisible characters and white space
+        # alone would match every row.
+        if self.kind is SelectorKind.TEXT and len(folded(self.value)) < 3:
             raise ValueError("a text match needs at least 3 characters")
-        if self.kind in (SelectorKind.SUBJECT, SelectorKind.RUN) and not self.value:
-            raise ValueError(f"forget by {self.kind.value} needs a value")
+        if self.kind is SelectorKind.SUBJECT and not folded(self.value):
+            raise ValueError("forget by subject needs a value")
+        if self.kind is SelectorKind.RUN and not self.value:
+            raise ValueError("forget by run needs a value")
         if self.kind is SelectorKind.SOURCE:
             Source(self.value)  # raises ValueError naming the bad source
         if self.kind is SelectorKind.ID and not self.ids:
@@ -157,9 +167,7 @@ class Selector:
         c = memories.c
         match self.kind:
             case SelectorKind.SUBJECT:
-                clause = or_(
-                    c.subject == self.value, and_(c.subject == "", c.user_id == self.value)
-                )
+                clause = about(self.value)
             case SelectorKind.SCOPE:
                 assert self.scope is not None
                 clause = and_(c.user_id == self.scope.user, c.agent_id == self.scope.agent)
@@ -170,7 +178,7 @@ class Selector:
             case SelectorKind.ID:
                 clause = c.id.in_(self.ids)
             case SelectorKind.TEXT:
-                clause = func.lower(c.content).contains(self.value.lower(), autoescape=True)
+                clause = holds(fold(c.content), fold(literal(self.value)))
             case _:
                 raise ValueError(f"selector {self.kind} has no clause")
         return and_(c.tenant == self.tenant, clause)
@@ -237,7 +245,7 @@ def forget(
     for a reason holding a secret (the tombstone would keep it for good).
     """
     check_reason(reason)
-    if requester.role in (Role.AGENT, Role.MAINTENANCE) or not requester.name:
+    if requester.role in (Role.AGENT, Role.MAINTENANCE) or not folded(requester.name):
         _refuse(engine, selector, requester, now)
     allowed = _allowed(requester)
     return _run(
@@ -313,8 +321,17 @@ def _refuse(engine: Engine, selector: Selector, requester: Requester, now: datet
 def _allowed(requester: Requester) -> ColumnElement[bool]:
     if requester.role is Role.OPERATOR:
         return literal(True)
+    return about(requester.name)
+
+
+def about(person: str) -> ColumnElement[bool]:
+    """Rows about `person`: their subject names that person, or they name no one and
+    belong to the person's own scope. Names compare as read (`memory.folding`):
+    "Ana", "ana " and "Ａｎａ" are one person, whether they ask to forget or are
+    forgotten, and the re-count that proves a forget asks the same way."""
     c = memories.c
-    return or_(c.subject == requester.name, and_(c.subject == "", c.user_id == requester.name))
+    person_name, subject = fold(literal(person)), fold(c.subject)
+    return or_(subject == person_name, and_(subject == "", fold(c.user_id) == person_name))
 
 
 def _run(

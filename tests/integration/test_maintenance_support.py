@@ -6,10 +6,12 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 
+from click.testing import CliRunner, Result
 from sqlalchemy import Connection, Engine, insert, inspect, text
 
 from memory.records import Candidate, Kind, Provenance, Scope, Source, Status, content_hash
 from memory.tables import memories
+from workers.cli import main_group
 
 ANA = Scope("acme", "ana", "triage")
 BOB = Scope("acme", "bob", "triage")
@@ -114,6 +116,40 @@ def insert_active(conn: Connection, content: str, *, key: str, now: datetime) ->
             source=Source.OBSERVED.value,
             confidence=0.8,
             idempotency_key=f"race:{memory_id}",
+            created_at=now,
+            valid_from=now,
+            last_reinforced_at=now,
+        )
+    )
+    return memory_id
+
+
+def nightshift(engine: Engine, *args: str) -> Result:
+    """`nightshift --database-url <engine's database> ARGS…`, as a user types it."""
+    url = engine.url.render_as_string(hide_password=False)
+    return CliRunner().invoke(main_group, ["--database-url", url, *args])
+
+
+def insert_as_stored_before(
+    conn: Connection, content: str, *, user: str, subject: str, now: datetime
+) -> str:
+    """An active row of user `user` in acme/…/triage with `subject` exactly as given:
+    how an earlier release stored what it was sent (no one spelling)."""
+    memory_id = str(uuid.uuid4())
+    conn.execute(
+        insert(memories).values(
+            id=memory_id,
+            tenant="acme",
+            user_id=user,
+            agent_id="triage",
+            kind=Kind.FACT.value,
+            content=content,
+            content_hash=content_hash(content),
+            status=Status.ACTIVE.value,
+            source=Source.STATED.value,
+            confidence=1.0,
+            subject=subject,
+            idempotency_key=f"old:{memory_id}",
             created_at=now,
             valid_from=now,
             last_reinforced_at=now,
