@@ -60,8 +60,7 @@ def listing(
     whole_rows: bool,
 ) -> Listing:
     c = memories.c
-    summaries = select(memory_links.c.target_id).where(memory_links.c.rule == COMPACTED)
-    matched = where if whole_rows else and_(where, c.id.not_in(summaries))
+    matched = matching(where, whole_rows)
     query = select(c.id, allowed.label("allowed")).where(matched).order_by(c.id).limit(limit + 1)
     rows = conn.execute(query).all()
     truncated = len(rows) > limit
@@ -71,6 +70,26 @@ def listing(
     listed = len(rows) + len(extra["all"])
     delete_ids = keep | extra["allowed"]
     return Listing(listed, truncated, delete_ids, listed - len(delete_ids))
+
+
+def matching(where: ColumnElement[bool], whole_rows: bool) -> ColumnElement[bool]:
+    """The rows a forget lists: `where`, less episode summaries unless rows are
+    addressed whole (a summary is rebuilt from the episodes that remain, not matched)."""
+    if whole_rows:
+        return where
+    summaries = select(memory_links.c.target_id).where(memory_links.c.rule == COMPACTED)
+    return and_(where, memories.c.id.not_in(summaries))
+
+
+def only_others(
+    conn: Connection, where: ColumnElement[bool], allowed: ColumnElement[bool], whole_rows: bool
+) -> bool:
+    """Rows match and the requester may forget none of them: a refusal, not a forget."""
+    matched = matching(where, whole_rows)
+    if conn.execute(select(memories.c.id).where(matched).limit(1)).first() is None:
+        return False
+    query = select(memories.c.id).where(matched, allowed).limit(1)
+    return conn.execute(query).first() is None
 
 
 def _expand(

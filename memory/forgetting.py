@@ -49,7 +49,7 @@ from sqlalchemy import (
 from memory.dialect import holds
 from memory.folding import fold, folded
 from memory.forget_places import TextPlace, scrub
-from memory.forget_removal import compact_fulltext, contents_of, listing, remove
+from memory.forget_removal import compact_fulltext, contents_of, listing, only_others, remove
 from memory.forget_verification import count_where, relist, still_held
 from memory.maintenance_tables import tombstones
 from memory.records import Scope, Source
@@ -241,13 +241,23 @@ def forget(
 
     `places` are tables outside memory that may quote the forgotten text (a run's
     summary or payload); it is scrubbed there too and they are re-listed.
-    Raises ForgetRefused (after auditing the refusal) for an agent, and EditRefused
-    for a reason holding a secret (the tombstone would keep it for good).
+    Raises ForgetRefused (after auditing the refusal) for an agent, and for a person
+    when everything the selector matches is about someone else: a refusal writes
+    no tombstone, which would record a forget that never happened (and that
+    imports and audits would then account for). Raises EditRefused for a reason
+    holding a secret (the tombstone would keep it for good).
     """
     check_reason(reason)
     if requester.role in (Role.AGENT, Role.MAINTENANCE) or not folded(requester.name):
-        _refuse(engine, selector, requester, now)
+        _refuse(engine, selector, requester, now, AGENTS_REFUSED)
     allowed = _allowed(requester)
+    if requester.role is Role.PERSON:
+        with engine.connect() as conn:
+            theirs_none = only_others(
+                conn, selector.where(), allowed, whole_rows=selector.kind is SelectorKind.ID
+            )
+        if theirs_none:
+            _refuse(engine, selector, requester, now, NOT_THEIRS)
     return _run(
         engine,
         selector.tenant,
@@ -299,7 +309,14 @@ def delete_where(
     )
 
 
-def _refuse(engine: Engine, selector: Selector, requester: Requester, now: datetime) -> None:
+AGENTS_REFUSED = "only-person-or-operator"
+NOT_THEIRS = "not-about-requester"
+
+
+def _refuse(
+    engine: Engine, selector: Selector, requester: Requester, now: datetime, rule: str
+) -> None:
+    """Audit the refusal (its own transaction: nothing else is written) and raise."""
     with engine.begin() as conn:
         conn.execute(
             insert(audit).values(
@@ -308,10 +325,19 @@ def _refuse(engine: Engine, selector: Selector, requester: Requester, now: datet
                 action="forget.refused",
                 memory_id=None,
                 tenant=selector.tenant,
-                detail=json.dumps({**selector.describe(), "rule": "only-person-or-operator"}),
+                detail=json.dumps({**selector.describe(), "rule": rule}),
             )
         )
-    log.warning("forget refused", extra={"action": "forget.refused", "actor": requester.actor})
+    log.warning(
+        "forget refused", extra={"action": "forget.refused", "actor": requester.actor, "rule": rule}
+    )
+    if rule == NOT_THEIRS:
+        raise ForgetRefused(
+            f"{requester.actor} may forget only memory about {requester.name!r}: what this forget"
+            f" matches in tenant {selector.tenant!r} is about someone else, so nothing was"
+            " forgotten and no tombstone written (the refusal is audited); the person it is"
+            " about or the operator may forget it"
+        )
     raise ForgetRefused(
         f"{requester.actor} may not forget memory in tenant {selector.tenant!r}: only the person "
         "the memory is about or the operator may (the refusal is audited)"

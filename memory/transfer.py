@@ -96,10 +96,15 @@ def _refuse_if_forgotten_since(conn: Connection, tenant: str, in_file: set[str])
     """An export carries the tenant's tombstones. One this database holds and the file
     does not is a forget made after the export (or elsewhere): importing the file
     would bring that memory back, so the caller's transaction must roll back.
-    Maintenance purges (expired rows) do not count: those rows would only expire again."""
+    Maintenance purges (expired rows) do not count: those rows would only expire
+    again; nor does a forget that deleted nothing: there is nothing to bring back."""
     later = conn.execute(
         select(tombstones.c.id, tombstones.c.at, tombstones.c.actor, tombstones.c.selector)
-        .where(tombstones.c.tenant == tenant, tombstones.c.role != "maintenance")
+        .where(
+            tombstones.c.tenant == tenant,
+            tombstones.c.role != "maintenance",
+            tombstones.c.deleted > 0,
+        )
         .order_by(tombstones.c.at)
     ).all()
     missing = [t for t in later if t.id not in in_file]
