@@ -213,8 +213,14 @@ def _insert(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> int:
 
 
 def _is_serial(table: Table) -> bool:
-    [key] = table.primary_key.columns
-    return isinstance(key.type, Integer) and key.autoincrement in (True, "auto")
+    """A key of one integer the database numbers (not a composite key: a hot summary's
+    is its scope's three columns)."""
+    keys = list(table.primary_key.columns)
+    return (
+        len(keys) == 1
+        and isinstance(keys[0].type, Integer)
+        and keys[0].autoincrement in (True, "auto")
+    )
 
 
 def _is_datetime(table: Table, name: str) -> bool:
