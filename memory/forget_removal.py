@@ -37,7 +37,11 @@ class Listing:
 def remove(
     conn: Connection, doomed: set[str], tenant: str, now: datetime
 ) -> tuple[set[str], dict[str, int]]:
-    """Delete `doomed` and rebuild what carried it: merges, episode summaries, hot memory."""
+    """Delete `doomed` and rebuild what carried it: merges, episode summaries, hot memory.
+    On SQLite the pages the rows free are zeroed (`secure_delete`), not left readable
+    in the file."""
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("PRAGMA secure_delete=ON")
     rebuilt = {"merged": _promote_contributors(conn, doomed)}
     scopes = _scopes_of(conn, doomed) | hot.scopes_built_from(conn, tenant, doomed)
     summaries = _summaries_fed_by(conn, doomed)

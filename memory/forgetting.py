@@ -8,7 +8,8 @@ table is vacuumed), pending review items (they are rows too), and rebuilds
 whatever carried them: merged memories (another contributor takes over), episode
 summaries (rewritten from the episodes that remain) and hot summaries. Audit
 rows never held content; they are marked redacted. A tombstone keeps who, when,
-why and how many, never the text or the pattern.
+why, how many and which ids, never the text or the pattern; an import that
+brings it to another database forgets those ids there too (`memory.forget_replay`).
 
 Who may ask and what a selector reaches are `memory.forget_selection`'s: a
 person and a text are found in every spelling that reads the same — case,
@@ -39,6 +40,7 @@ from sqlalchemy import ColumnElement, Connection, Engine, and_, insert, literal,
 from memory.folding import folded
 from memory.forget_places import TextPlace, scrub
 from memory.forget_removal import compact_fulltext, contents_of, listing, only_others, remove
+from memory.forget_replay import ids_text
 from memory.forget_selection import Requester, Role, Selector, SelectorKind, allowed
 from memory.forget_verification import count_where, relist, still_held
 from memory.maintenance_tables import tombstones
@@ -226,8 +228,6 @@ def _run(
 ) -> ForgetReport:
     tombstone_id = str(uuid.uuid4())
     with engine.begin() as conn:
-        if conn.dialect.name == "sqlite":
-            conn.exec_driver_sql("PRAGMA secure_delete=ON")  # freed pages are zeroed
         # Episode summaries are rebuilt from what remains, not matched directly;
         # forget by id and purge (an expired summary) address them as rows.
         whole_rows = contributors_too or requester.role is Role.MAINTENANCE
@@ -242,7 +242,7 @@ def _run(
         quiet = requester.role is Role.MAINTENANCE and plan.listed == 0
         tombstone_id = "" if quiet else tombstone_id
         if not quiet:
-            _record(conn, tombstone_id, tenant, requester, described, reason, len(deleted), now)
+            _record(conn, tombstone_id, tenant, requester, described, reason, deleted, now)
     notes = compact_fulltext(engine) if compact and deleted else ()
     if deleted and not compact:
         notes = ("full-text compaction left to the caller (compact=False)",)
@@ -297,10 +297,11 @@ def _record(
     requester: Requester,
     described: dict[str, Any],
     reason: str,
-    deleted: int,
+    deleted: set[str],
     now: datetime,
 ) -> None:
-    """The tombstone and the audit entry: who, when, why, how many; never the text."""
+    """The tombstone and the audit entry: who, when, why, how many, and which ids (so
+    an import elsewhere can forget them too, `memory.forget_replay`); never the text."""
     conn.execute(
         insert(tombstones).values(
             id=tombstone_id,
@@ -310,8 +311,9 @@ def _record(
             role=requester.role.value,
             selector=described["by"],
             reason=reason[:500],
-            deleted=deleted,
+            deleted=len(deleted),
             report="{}",
+            memory_ids=ids_text(deleted),
         )
     )
     conn.execute(
@@ -321,7 +323,7 @@ def _record(
             action="forget",
             memory_id=None,
             tenant=tenant,
-            detail=json.dumps({**described, "tombstone": tombstone_id, "deleted": deleted}),
+            detail=json.dumps({**described, "tombstone": tombstone_id, "deleted": len(deleted)}),
         )
     )
 
