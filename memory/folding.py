@@ -8,7 +8,12 @@ is the form they share: invisible characters removed (`phrasing.INVISIBLE`),
 compatibility forms folded (NFKC, which also composes NFD), each run of white
 space made one space, the ends trimmed, lower-cased.
 
-It runs in the database, so a forget compares rows where they are instead of
+`ns_unaccent(text)` goes one step further for a forget's verification: the folded
+form without accents or strokes ("Łukasz Żółw" and full-width "Ｌｕｋａｓｚ Zolw"
+are both "lukasz zolw"). A forget does not delete by it — "Lukasz" may be another
+person — but does not call itself exhaustive while such a spelling remains.
+
+Both run in the database, so a forget compares rows where they are instead of
 reading a tenant's rows into Python: SQLite calls `folded` (registered on every
 connection by `memory.engine`), PostgreSQL a SQL function of the same name and
 meaning built from `normalize`, `regexp_replace` and `lower` (migration 0011,
@@ -22,6 +27,8 @@ Python to "i̇") each still agrees with itself.
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Text, event, func
@@ -33,16 +40,26 @@ SPACES = re.compile("[\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u
 """A run of white space, as literal characters both Python and PostgreSQL read (their
 `\\s` differ: Python's also takes the ASCII separators \\x1c-\\x1f)."""
 
-FUNCTION = "ns_fold"
+MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+"""Combining accents and diacritics: what NFKD splits off "ó" or "ż"."""
+_STROKED, _PLAIN = "łøđħıŧ", "lodhit"
+"""Lower-case letters with a stroke (or without a dot) that no decomposition undoes."""
+_UNSTROKE = str.maketrans(_STROKED, _PLAIN)
 
 POSTGRES_DDL = (
-    f"CREATE OR REPLACE FUNCTION {FUNCTION}(value text) RETURNS text"
+    "CREATE OR REPLACE FUNCTION ns_fold(value text) RETURNS text"
     " LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT lower(btrim(regexp_replace("
     f"normalize(regexp_replace(value, '{INVISIBLE.pattern}', '', 'g'), NFKC),"
     f" '{SPACES.pattern}', ' ', 'g'), ' ')) $$",
+    "CREATE OR REPLACE FUNCTION ns_unaccent(value text) RETURNS text"
+    " LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT translate(regexp_replace("
+    f"normalize(ns_fold(value), NFKD), '{MARKS.pattern}', '', 'g'), '{_STROKED}', '{_PLAIN}') $$",
 )
-"""`folded` in SQL. A plain SQL function, so the planner inlines it into the query."""
-POSTGRES_DROP = (f"DROP FUNCTION IF EXISTS {FUNCTION}(text)",)
+"""`folded` and `unaccented` in SQL: plain SQL functions, so the planner inlines them."""
+POSTGRES_DROP = (
+    "DROP FUNCTION IF EXISTS ns_unaccent(text)",
+    "DROP FUNCTION IF EXISTS ns_fold(text)",
+)
 
 
 def spelled(text: str) -> str:
@@ -56,14 +73,26 @@ def folded(text: str) -> str:
     return spelled(text).lower()
 
 
+def unaccented(text: str) -> str:
+    """`folded(text)` without accents and strokes: what `ns_unaccent` makes of `text`
+    on SQLite. "Łukasz Żółw" is "lukasz zolw"."""
+    return MARKS.sub("", unicodedata.normalize("NFKD", folded(text))).translate(_UNSTROKE)
+
+
 def fold(expression: Any) -> ColumnElement[str]:
     """`ns_fold(expression)`: an SQL text folded as `folded` folds it."""
     return func.ns_fold(expression, type_=Text)
 
 
+def unaccent(expression: Any) -> ColumnElement[str]:
+    """`ns_unaccent(expression)`: an SQL text as `unaccented` makes it."""
+    return func.ns_unaccent(expression, type_=Text)
+
+
 def register_sqlite(dbapi_connection: Any) -> None:
-    """Make `ns_fold` callable on a new SQLite connection."""
-    dbapi_connection.create_function(FUNCTION, 1, _folded_or_null, deterministic=True)
+    """Make `ns_fold` and `ns_unaccent` callable on a new SQLite connection."""
+    for name, python in (("ns_fold", folded), ("ns_unaccent", unaccented)):
+        dbapi_connection.create_function(name, 1, _or_null(python), deterministic=True)
 
 
 def create(conn: Connection) -> None:
@@ -79,8 +108,11 @@ def drop(conn: Connection) -> None:
             conn.exec_driver_sql(statement)
 
 
-def _folded_or_null(value: object) -> object:
-    return folded(value) if isinstance(value, str) else value
+def _or_null(python: Callable[[str], str]) -> Callable[[object], object]:
+    def call(value: object) -> object:
+        return python(value) if isinstance(value, str) else value
+
+    return call
 
 
 event.listen(metadata, "after_create", lambda target, conn, **kw: create(conn))

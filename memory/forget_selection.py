@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, literal, or_
+from sqlalchemy import ColumnElement, and_, literal, not_, or_
 
 from memory.dialect import holds
-from memory.folding import fold, folded
+from memory.folding import fold, folded, unaccent
 from memory.records import Scope, Source
 from memory.tables import memories
 
@@ -135,6 +135,17 @@ class Selector:
             case _:
                 raise ValueError(f"selector {self.kind} has no clause")
         return and_(c.tenant == self.tenant, clause)
+
+    def lookalike(self) -> ColumnElement[bool] | None:
+        """For a text, the rows that hold it only with other accents or letter forms
+        ("Lukasz" or full-width "Ｌｕｋａｓｚ" for "Łukasz"), which `where` leaves: they
+        may be about someone else, so a forget does not delete them, and its report
+        does not call itself exhaustive while they remain. None for other kinds."""
+        if self.kind is not SelectorKind.TEXT:
+            return None
+        c = memories.c
+        spelled_so = holds(unaccent(c.content), unaccent(literal(self.value)))
+        return and_(c.tenant == self.tenant, spelled_so, not_(self.where()))
 
     def describe(self) -> dict[str, Any]:
         """For audit and tombstones: the kind, and the value unless it is text."""

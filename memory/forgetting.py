@@ -138,6 +138,7 @@ def forget(
         contributors_too=selector.kind is SelectorKind.ID,
         verify_texts=VERIFY_TEXTS,
         places=places,
+        lookalike=selector.lookalike(),
     )
 
 
@@ -225,6 +226,7 @@ def _run(
     contributors_too: bool,
     verify_texts: int,
     places: Sequence[TextPlace] = (),
+    lookalike: ColumnElement[bool] | None = None,
 ) -> ForgetReport:
     tombstone_id = str(uuid.uuid4())
     with engine.begin() as conn:
@@ -248,11 +250,8 @@ def _run(
         notes = ("full-text compaction left to the caller (compact=False)",)
     found, more_notes = relist(engine, tenant, deleted, texts, verify_texts, places)
     remaining = count_where(engine, and_(where, allowed)) + sum(found.values())
-    exhaustive, why = not plan.truncated, ""
-    if plan.truncated:
-        why = f"listing stopped at the batch limit of {limit} rows; run the forget again"
-    elif remaining:
-        exhaustive, why = False, f"{remaining} matching rows or traces remain after the delete"
+    alike = count_where(engine, and_(lookalike, allowed)) if lookalike is not None else 0
+    exhaustive, why = _verdict(plan.truncated, limit, remaining, alike)
     report = ForgetReport(
         tombstone_id=tombstone_id,
         selector=described,
@@ -288,6 +287,21 @@ def _run(
         },
     )
     return report
+
+
+def _verdict(truncated: bool, limit: int, remaining: int, alike: int) -> tuple[bool, str]:
+    """Whether the forget may call itself exhaustive, and if not, why."""
+    if truncated:
+        return False, f"listing stopped at the batch limit of {limit} rows; run the forget again"
+    if remaining:
+        return False, f"{remaining} matching rows or traces remain after the delete"
+    if alike:
+        return False, (
+            f"{alike} memories hold the text with other accents or letter forms (as 'Lukasz'"
+            " for 'Łukasz'), which it does not delete: if they are the same, forget them"
+            " by --id or by their own spelling"
+        )
+    return True, ""
 
 
 def _record(

@@ -6,7 +6,7 @@ import unicodedata
 
 import pytest
 
-from memory.folding import folded, spelled
+from memory.folding import folded, spelled, unaccented
 from memory.forgetting import Selector
 from memory.writing import stored_subject
 
@@ -26,6 +26,19 @@ from memory.writing import stored_subject
 def test_a_text_is_spelled_as_it_reads_and_folded_without_case(text: str, read: str) -> None:
     assert spelled(text) == read
     assert folded(text) == read.lower()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Łukasz Żółw",
+        unicodedata.normalize("NFD", "ŁUKASZ ŻÓŁW"),
+        "Ｌｕｋａｓｚ Ｚｏｌｗ",
+        "lukasz\u200b zolw",
+    ],
+)
+def test_without_accents_and_strokes_a_name_reads_as_its_plain_letters(text: str) -> None:
+    assert unaccented(text) == "lukasz zolw"
 
 
 def test_a_subject_is_stored_in_one_spelling_unless_that_outgrows_its_column() -> None:

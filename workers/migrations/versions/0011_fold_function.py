@@ -1,10 +1,11 @@
-"""memory: ns_fold(text), the spelling-blind form forgetting compares names and text in
+"""memory: ns_fold(text) and ns_unaccent(text), the forms forgetting compares in
 
 A forget by person or by text compared stored characters, so "Ana", "ana " and a
 full-width or decomposed spelling of the same name were different people to it.
 `ns_fold` (see `memory.folding`) removes invisible characters, applies NFKC,
-makes white space runs one space, trims and lower-cases, in the database.
-PostgreSQL only: SQLite registers the function on each connection.
+makes white space runs one space, trims and lower-cases, in the database;
+`ns_unaccent` also drops accents and strokes, for a forget's verification.
+PostgreSQL only: SQLite registers the functions on each connection.
 
 Revision ID: 0011_fold_function
 Revises: 0010_one_active_value_per_slot
