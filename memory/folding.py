@@ -14,10 +14,10 @@ are both "lukasz zolw"). A forget does not delete by it — "Lukasz" may be anot
 person — but does not call itself exhaustive while such a spelling remains.
 
 Both run in the database, so a forget compares rows where they are instead of
-reading a tenant's rows into Python: SQLite calls `folded` (registered on every
-connection by `memory.engine`), PostgreSQL a SQL function of the same name and
-meaning built from `normalize`, `regexp_replace` and `lower` (migration 0011,
-and `create_all`). A query folds both sides of a comparison in the database, so
+reading a tenant's rows into Python: SQLite calls `folded` and `unaccented`
+(registered on every connection by `memory.engine`), PostgreSQL SQL functions
+of the same meaning built from `normalize`, `regexp_replace`, `translate` and
+`lower` (migration 0011, and `create_all`). A query folds both sides of a comparison in the database, so
 where the two dialects disagree on a rare letter (PostgreSQL lowers "İ" to "i",
 Python to "i̇") each still agrees with itself.
 
@@ -96,7 +96,7 @@ def register_sqlite(dbapi_connection: Any) -> None:
 
 
 def create(conn: Connection) -> None:
-    """PostgreSQL only: create `ns_fold` (a no-op on SQLite, where it is registered)."""
+    """PostgreSQL only: create the functions (a no-op on SQLite, where they are registered)."""
     if conn.dialect.name == "postgresql":
         for statement in POSTGRES_DDL:
             conn.exec_driver_sql(statement)
