@@ -8,9 +8,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, String, Table, any_, bindparam, exc
+from sqlalchemy import Boolean, ColumnElement, Connection, String, Table, any_, bindparam, exc
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import Select
+from sqlalchemy.sql.functions import FunctionElement
 
 
 def insert_ignoring_conflicts(
@@ -40,6 +42,29 @@ def one_of(column: Any, name: str, dialect: str) -> ColumnElement[bool]:
     if dialect == "postgresql":
         return column == any_(bindparam(name, type_=postgresql.ARRAY(String)))
     return column.in_(bindparam(name, expanding=True))
+
+
+class holds(FunctionElement[bool]):
+    """`holds(text, part)`: the SQL text `text` contains the SQL text `part`, compared
+    character for character. Unlike `LIKE '%' || part || '%'`, nothing in `part` is a
+    pattern: a "%" or "_" in it matches only itself. PostgreSQL: `strpos`, SQLite:
+    `instr`."""
+
+    type = Boolean()
+    name = "holds"
+    inherit_cache = True
+
+
+@compiles(holds)
+def _holds_sqlite(element: holds, compiler: Any, **kw: Any) -> str:
+    text, part = (compiler.process(arg, **kw) for arg in element.clauses)
+    return f"(instr({text}, {part}) > 0)"
+
+
+@compiles(holds, "postgresql")
+def _holds_postgresql(element: holds, compiler: Any, **kw: Any) -> str:
+    text, part = (compiler.process(arg, **kw) for arg in element.clauses)
+    return f"(strpos({text}, {part}) > 0)"
 
 
 def array_literal(values: Iterable[str]) -> str:

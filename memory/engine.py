@@ -28,6 +28,8 @@ from tenacity import (
     wait_random,
 )
 
+from memory import folding
+
 log = logging.getLogger(__name__)
 
 SQLITE_PRAGMAS = {
@@ -99,6 +101,7 @@ def _configure_sqlite(engine: Engine) -> None:
         # SQLite's own lower() folds ASCII only: forgetting "JÜRGEN" by text matched
         # nothing and its verification, asking the same way, found nothing left.
         dbapi_connection.create_function("lower", 1, _unicode_lower, deterministic=True)
+        folding.register_sqlite(dbapi_connection)  # ns_fold: PostgreSQL's is a SQL function
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:

@@ -14,6 +14,7 @@ re-lists them in its verification like every other place.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -36,24 +37,42 @@ class TextPlace:
     columns: tuple[str, ...]
 
     def holding(self, texts: Sequence[str]) -> ColumnElement[bool]:
-        """Rows where any column contains any of `texts`, ignoring case."""
-        return or_(
-            *(
-                func.lower(self.table.c[column]).contains(text.lower(), autoescape=True)
-                for column in self.columns
-                for text in texts
-            )
+        """Rows where any column holds any of `texts` (`holding`)."""
+        return holding([self.table.c[column] for column in self.columns], texts)
+
+
+def spellings(text: str) -> tuple[str, ...]:
+    """How `text` can stand in a column: as it is, and inside a JSON string, escaped to
+    ASCII (`json.dumps`'s default: "Żubrówka" is `\\u017bubr\\u00f3wka`; how run
+    payloads, audit details and receipts were written) or not (quotes, backslashes
+    and control characters escaped all the same)."""
+    inside = json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]
+    return tuple(dict.fromkeys((text, *inside)))
+
+
+def holding(columns: Sequence[Any], texts: Sequence[str]) -> ColumnElement[bool]:
+    """Rows where any of `columns` contains any spelling of any of `texts`, ignoring
+    case: what a scrub rewrites and what its re-count looks for."""
+    return or_(
+        *(
+            func.lower(column).contains(spelling.lower(), autoescape=True)
+            for column in columns
+            for text in texts
+            for spelling in spellings(text)
         )
+    )
 
 
 def scrub(conn: Connection, place: TextPlace, tenant: str, texts: Collection[str]) -> int:
-    """Replace every occurrence of `texts` in the tenant's rows of `place`; return the
-    number of rows rewritten. Longer texts go first, so a text that contains another
-    is removed whole."""
+    """Replace every occurrence of `texts`, in each of their `spellings`, in the
+    tenant's rows of `place`; return the number of rows rewritten. Longer texts go
+    first, so a text that contains another is removed whole. A JSON string stays
+    one: `REDACTED` needs no escaping."""
     if not texts:
         return 0
     ordered = sorted(texts, key=len, reverse=True)
-    pattern = re.compile("|".join(re.escape(t) for t in ordered), re.IGNORECASE)
+    every = sorted({s for text in ordered for s in spellings(text)}, key=len, reverse=True)
+    pattern = re.compile("|".join(re.escape(s) for s in every), re.IGNORECASE)
     table = place.table
     changed: set[Any] = set()
     for batch in _batches(ordered):

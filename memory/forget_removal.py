@@ -37,7 +37,11 @@ class Listing:
 def remove(
     conn: Connection, doomed: set[str], tenant: str, now: datetime
 ) -> tuple[set[str], dict[str, int]]:
-    """Delete `doomed` and rebuild what carried it: merges, episode summaries, hot memory."""
+    """Delete `doomed` and rebuild what carried it: merges, episode summaries, hot memory.
+    On SQLite the pages the rows free are zeroed (`secure_delete`), not left readable
+    in the file."""
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("PRAGMA secure_delete=ON")
     rebuilt = {"merged": _promote_contributors(conn, doomed)}
     scopes = _scopes_of(conn, doomed) | hot.scopes_built_from(conn, tenant, doomed)
     summaries = _summaries_fed_by(conn, doomed)
@@ -60,8 +64,7 @@ def listing(
     whole_rows: bool,
 ) -> Listing:
     c = memories.c
-    summaries = select(memory_links.c.target_id).where(memory_links.c.rule == COMPACTED)
-    matched = where if whole_rows else and_(where, c.id.not_in(summaries))
+    matched = matching(where, whole_rows)
     query = select(c.id, allowed.label("allowed")).where(matched).order_by(c.id).limit(limit + 1)
     rows = conn.execute(query).all()
     truncated = len(rows) > limit
@@ -71,6 +74,26 @@ def listing(
     listed = len(rows) + len(extra["all"])
     delete_ids = keep | extra["allowed"]
     return Listing(listed, truncated, delete_ids, listed - len(delete_ids))
+
+
+def matching(where: ColumnElement[bool], whole_rows: bool) -> ColumnElement[bool]:
+    """The rows a forget lists: `where`, less episode summaries unless rows are
+    addressed whole (a summary is rebuilt from the episodes that remain, not matched)."""
+    if whole_rows:
+        return where
+    summaries = select(memory_links.c.target_id).where(memory_links.c.rule == COMPACTED)
+    return and_(where, memories.c.id.not_in(summaries))
+
+
+def only_others(
+    conn: Connection, where: ColumnElement[bool], allowed: ColumnElement[bool], whole_rows: bool
+) -> bool:
+    """Rows match and the requester may forget none of them: a refusal, not a forget."""
+    matched = matching(where, whole_rows)
+    if conn.execute(select(memories.c.id).where(matched).limit(1)).first() is None:
+        return False
+    query = select(memories.c.id).where(matched, allowed).limit(1)
+    return conn.execute(query).first() is None
 
 
 def _expand(

@@ -3,7 +3,8 @@
 `relist` counts what is left of the deleted memories by id (rows, links, audit
 rows not redacted, SQLite's FTS5 rows, hot summaries built from them) and by text
 (hot summaries, audit details, receipts, memories, the full-text table and any
-extra `TextPlace`), skipping texts another surviving memory still holds.
+extra `TextPlace`), in each of its spellings (JSON-escaped too), skipping texts
+another surviving memory still holds.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Engine, func, or_, select
 
 from memory import hot
-from memory.forget_places import TextPlace, count_holding
+from memory.forget_places import TextPlace, count_holding, holding
 from memory.forget_removal import chunks
 from memory.maintenance_tables import hot_summaries, memory_links
 from memory.tables import audit, memories, receipts
@@ -89,10 +90,7 @@ def still_held(conn: Connection, tenant: str, text: str) -> bool:
 
 
 def _contains(conn: Connection, column: Any, text: str, where: ColumnElement[bool]) -> int:
-    query = select(func.count()).where(
-        where, func.lower(column).contains(text.lower(), autoescape=True)
-    )
-    return _scalar(conn, query)
+    return _scalar(conn, select(func.count()).where(where, holding([column], [text])))
 
 
 def count_where(engine: Engine, where: ColumnElement[bool]) -> int:

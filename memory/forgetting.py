@@ -8,7 +8,13 @@ table is vacuumed), pending review items (they are rows too), and rebuilds
 whatever carried them: merged memories (another contributor takes over), episode
 summaries (rewritten from the episodes that remain) and hot summaries. Audit
 rows never held content; they are marked redacted. A tombstone keeps who, when,
-why and how many, never the text or the pattern.
+why, how many and which ids, never the text or the pattern; an import that
+brings it to another database forgets those ids there too (`memory.forget_replay`).
+
+Who may ask and what a selector reaches are `memory.forget_selection`'s: a
+person and a text are found in every spelling that reads the same — case,
+surrounding and repeated white space, invisible characters, NFKC forms — by the
+delete and by the re-count alike (`memory.folding`, in the database).
 
 Afterwards every place is listed again. The report says
 `scanned = skipped + deleted + failed` (checked before it is returned),
@@ -21,32 +27,23 @@ at its batch limit.
 
 from __future__ import annotations
 
-import enum
 import json
 import logging
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (
-    ColumnElement,
-    Connection,
-    Engine,
-    and_,
-    func,
-    insert,
-    literal,
-    or_,
-    update,
-)
+from sqlalchemy import ColumnElement, Connection, Engine, and_, insert, literal, update
 
+from memory.folding import folded
 from memory.forget_places import TextPlace, scrub
-from memory.forget_removal import compact_fulltext, contents_of, listing, remove
+from memory.forget_removal import compact_fulltext, contents_of, listing, only_others, remove
+from memory.forget_replay import ids_text
+from memory.forget_selection import Requester, Role, Selector, SelectorKind, allowed
 from memory.forget_verification import count_where, relist, still_held
 from memory.maintenance_tables import tombstones
-from memory.records import Scope, Source
 from memory.tables import audit, memories
 from memory.writing import check_reason
 
@@ -56,135 +53,12 @@ DEFAULT_LIMIT = 10_000
 VERIFY_TEXTS = 200
 
 
-class Role(enum.StrEnum):
-    PERSON = "person"
-    OPERATOR = "operator"
-    AGENT = "agent"
-    MAINTENANCE = "maintenance"  # purge of expired rows
-
-
-class SelectorKind(enum.StrEnum):
-    SUBJECT = "subject"
-    SCOPE = "scope"
-    RUN = "run"
-    SOURCE = "source"
-    ID = "id"
-    TEXT = "text"
-    PURGE = "purge"
-
-
 class ForgetRefused(PermissionError):
     """The requester may not make memory forget (agents never may)."""
 
 
 class ReportArithmeticError(AssertionError):
     """scanned != skipped + deleted + failed: the report would lie, so none is returned."""
-
-
-@dataclass(frozen=True, slots=True)
-class Requester:
-    role: Role
-    name: str
-
-    @classmethod
-    def person(cls, name: str) -> Requester:
-        return cls(Role.PERSON, name)
-
-    @classmethod
-    def operator(cls, name: str = "operator") -> Requester:
-        return cls(Role.OPERATOR, name)
-
-    @classmethod
-    def agent(cls, name: str) -> Requester:
-        return cls(Role.AGENT, name)
-
-    @property
-    def actor(self) -> str:
-        return f"{self.role.value}:{self.name}"
-
-
-@dataclass(frozen=True, slots=True)
-class Selector:
-    """What to forget, within one tenant. Build with the `by_*` constructors."""
-
-    tenant: str
-    kind: SelectorKind
-    value: str = ""
-    scope: Scope | None = None
-    ids: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not self.tenant:
-            raise ValueError("a forget needs a tenant")
-        if self.kind is SelectorKind.TEXT and len(self.value.strip()) < 3:
-            raise ValueError("a text match needs at least 3 characters")
-        if self.kind in (SelectorKind.SUBJECT, SelectorKind.RUN) and not self.value:
-            raise ValueError(f"forget by {self.kind.value} needs a value")
-        if self.kind is SelectorKind.SOURCE:
-            Source(self.value)  # raises ValueError naming the bad source
-        if self.kind is SelectorKind.ID and not self.ids:
-            raise ValueError("forget by id needs at least one id")
-        if self.kind is SelectorKind.SCOPE and (
-            self.scope is None or self.scope.tenant != self.tenant
-        ):
-            raise ValueError("forget by scope needs a scope in the same tenant")
-
-    @classmethod
-    def by_subject(cls, tenant: str, person: str) -> Selector:
-        return cls(tenant, SelectorKind.SUBJECT, person)
-
-    @classmethod
-    def by_scope(cls, scope: Scope) -> Selector:
-        return cls(scope.tenant, SelectorKind.SCOPE, scope=scope)
-
-    @classmethod
-    def by_run(cls, tenant: str, run_id: str) -> Selector:
-        return cls(tenant, SelectorKind.RUN, run_id)
-
-    @classmethod
-    def by_source(cls, tenant: str, source: str) -> Selector:
-        return cls(tenant, SelectorKind.SOURCE, source)
-
-    @classmethod
-    def by_ids(cls, tenant: str, ids: Iterable[str]) -> Selector:
-        return cls(tenant, SelectorKind.ID, ids=tuple(ids))
-
-    @classmethod
-    def by_text(cls, tenant: str, text: str) -> Selector:
-        return cls(tenant, SelectorKind.TEXT, text)
-
-    def where(self) -> ColumnElement[bool]:
-        c = memories.c
-        match self.kind:
-            case SelectorKind.SUBJECT:
-                clause = or_(
-                    c.subject == self.value, and_(c.subject == "", c.user_id == self.value)
-                )
-            case SelectorKind.SCOPE:
-                assert self.scope is not None
-                clause = and_(c.user_id == self.scope.user, c.agent_id == self.scope.agent)
-            case SelectorKind.RUN:
-                clause = or_(c.run_id == self.value, c.task_id == self.value)
-            case SelectorKind.SOURCE:
-                clause = c.source == self.value
-            case SelectorKind.ID:
-                clause = c.id.in_(self.ids)
-            case SelectorKind.TEXT:
-                clause = func.lower(c.content).contains(self.value.lower(), autoescape=True)
-            case _:
-                raise ValueError(f"selector {self.kind} has no clause")
-        return and_(c.tenant == self.tenant, clause)
-
-    def describe(self) -> dict[str, Any]:
-        """For audit and tombstones: the kind, and the value unless it is text."""
-        out: dict[str, Any] = {"by": self.kind.value}
-        if self.kind in (SelectorKind.SUBJECT, SelectorKind.RUN, SelectorKind.SOURCE):
-            out["value"] = self.value
-        elif self.kind is SelectorKind.SCOPE:
-            out["scope"] = str(self.scope)
-        elif self.kind is SelectorKind.ID:
-            out["ids"] = len(self.ids)
-        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,18 +107,28 @@ def forget(
 
     `places` are tables outside memory that may quote the forgotten text (a run's
     summary or payload); it is scrubbed there too and they are re-listed.
-    Raises ForgetRefused (after auditing the refusal) for an agent, and EditRefused
-    for a reason holding a secret (the tombstone would keep it for good).
+    Raises ForgetRefused (after auditing the refusal) for an agent, and for a person
+    when everything the selector matches is about someone else: a refusal writes
+    no tombstone, which would record a forget that never happened (and that
+    imports and audits would then account for). Raises EditRefused for a reason
+    holding a secret (the tombstone would keep it for good).
     """
     check_reason(reason)
-    if requester.role in (Role.AGENT, Role.MAINTENANCE) or not requester.name:
-        _refuse(engine, selector, requester, now)
-    allowed = _allowed(requester)
+    if requester.role in (Role.AGENT, Role.MAINTENANCE) or not folded(requester.name):
+        _refuse(engine, selector, requester, now, AGENTS_REFUSED)
+    reach = allowed(requester)
+    if requester.role is Role.PERSON:
+        with engine.connect() as conn:
+            theirs_none = only_others(
+                conn, selector.where(), reach, whole_rows=selector.kind is SelectorKind.ID
+            )
+        if theirs_none:
+            _refuse(engine, selector, requester, now, NOT_THEIRS)
     return _run(
         engine,
         selector.tenant,
         selector.where(),
-        allowed,
+        reach,
         selector.describe(),
         requester,
         now=now,
@@ -254,6 +138,7 @@ def forget(
         contributors_too=selector.kind is SelectorKind.ID,
         verify_texts=VERIFY_TEXTS,
         places=places,
+        lookalike=selector.lookalike(),
     )
 
 
@@ -291,7 +176,14 @@ def delete_where(
     )
 
 
-def _refuse(engine: Engine, selector: Selector, requester: Requester, now: datetime) -> None:
+AGENTS_REFUSED = "only-person-or-operator"
+NOT_THEIRS = "not-about-requester"
+
+
+def _refuse(
+    engine: Engine, selector: Selector, requester: Requester, now: datetime, rule: str
+) -> None:
+    """Audit the refusal (its own transaction: nothing else is written) and raise."""
     with engine.begin() as conn:
         conn.execute(
             insert(audit).values(
@@ -300,21 +192,23 @@ def _refuse(engine: Engine, selector: Selector, requester: Requester, now: datet
                 action="forget.refused",
                 memory_id=None,
                 tenant=selector.tenant,
-                detail=json.dumps({**selector.describe(), "rule": "only-person-or-operator"}),
+                detail=json.dumps({**selector.describe(), "rule": rule}),
             )
         )
-    log.warning("forget refused", extra={"action": "forget.refused", "actor": requester.actor})
+    log.warning(
+        "forget refused", extra={"action": "forget.refused", "actor": requester.actor, "rule": rule}
+    )
+    if rule == NOT_THEIRS:
+        raise ForgetRefused(
+            f"{requester.actor} may forget only memory about {requester.name!r}: what this forget"
+            f" matches in tenant {selector.tenant!r} is about someone else, so nothing was"
+            " forgotten and no tombstone written (the refusal is audited); the person it is"
+            " about or the operator may forget it"
+        )
     raise ForgetRefused(
         f"{requester.actor} may not forget memory in tenant {selector.tenant!r}: only the person "
         "the memory is about or the operator may (the refusal is audited)"
     )
-
-
-def _allowed(requester: Requester) -> ColumnElement[bool]:
-    if requester.role is Role.OPERATOR:
-        return literal(True)
-    c = memories.c
-    return or_(c.subject == requester.name, and_(c.subject == "", c.user_id == requester.name))
 
 
 def _run(
@@ -332,11 +226,10 @@ def _run(
     contributors_too: bool,
     verify_texts: int,
     places: Sequence[TextPlace] = (),
+    lookalike: ColumnElement[bool] | None = None,
 ) -> ForgetReport:
     tombstone_id = str(uuid.uuid4())
     with engine.begin() as conn:
-        if conn.dialect.name == "sqlite":
-            conn.exec_driver_sql("PRAGMA secure_delete=ON")  # freed pages are zeroed
         # Episode summaries are rebuilt from what remains, not matched directly;
         # forget by id and purge (an expired summary) address them as rows.
         whole_rows = contributors_too or requester.role is Role.MAINTENANCE
@@ -351,17 +244,14 @@ def _run(
         quiet = requester.role is Role.MAINTENANCE and plan.listed == 0
         tombstone_id = "" if quiet else tombstone_id
         if not quiet:
-            _record(conn, tombstone_id, tenant, requester, described, reason, len(deleted), now)
+            _record(conn, tombstone_id, tenant, requester, described, reason, deleted, now)
     notes = compact_fulltext(engine) if compact and deleted else ()
     if deleted and not compact:
         notes = ("full-text compaction left to the caller (compact=False)",)
     found, more_notes = relist(engine, tenant, deleted, texts, verify_texts, places)
     remaining = count_where(engine, and_(where, allowed)) + sum(found.values())
-    exhaustive, why = not plan.truncated, ""
-    if plan.truncated:
-        why = f"listing stopped at the batch limit of {limit} rows; run the forget again"
-    elif remaining:
-        exhaustive, why = False, f"{remaining} matching rows or traces remain after the delete"
+    alike = count_where(engine, and_(lookalike, allowed)) if lookalike is not None else 0
+    exhaustive, why = _verdict(plan.truncated, limit, remaining, alike)
     report = ForgetReport(
         tombstone_id=tombstone_id,
         selector=described,
@@ -399,6 +289,21 @@ def _run(
     return report
 
 
+def _verdict(truncated: bool, limit: int, remaining: int, alike: int) -> tuple[bool, str]:
+    """Whether the forget may call itself exhaustive, and if not, why."""
+    if truncated:
+        return False, f"listing stopped at the batch limit of {limit} rows; run the forget again"
+    if remaining:
+        return False, f"{remaining} matching rows or traces remain after the delete"
+    if alike:
+        return False, (
+            f"{alike} memories hold the text with other accents or letter forms (as 'Lukasz'"
+            " for 'Łukasz'), which it does not delete: if they are the same, forget them"
+            " by --id or by their own spelling"
+        )
+    return True, ""
+
+
 def _record(
     conn: Connection,
     tombstone_id: str,
@@ -406,10 +311,11 @@ def _record(
     requester: Requester,
     described: dict[str, Any],
     reason: str,
-    deleted: int,
+    deleted: set[str],
     now: datetime,
 ) -> None:
-    """The tombstone and the audit entry: who, when, why, how many; never the text."""
+    """The tombstone and the audit entry: who, when, why, how many, and which ids (so
+    an import elsewhere can forget them too, `memory.forget_replay`); never the text."""
     conn.execute(
         insert(tombstones).values(
             id=tombstone_id,
@@ -419,8 +325,9 @@ def _record(
             role=requester.role.value,
             selector=described["by"],
             reason=reason[:500],
-            deleted=deleted,
+            deleted=len(deleted),
             report="{}",
+            memory_ids=ids_text(deleted),
         )
     )
     conn.execute(
@@ -430,7 +337,7 @@ def _record(
             action="forget",
             memory_id=None,
             tenant=tenant,
-            detail=json.dumps({**described, "tombstone": tombstone_id, "deleted": deleted}),
+            detail=json.dumps({**described, "tombstone": tombstone_id, "deleted": len(deleted)}),
         )
     )
 
@@ -441,6 +348,7 @@ __all__ = [
     "Requester",
     "Role",
     "Selector",
+    "SelectorKind",
     "TextPlace",
     "compact_fulltext",
     "delete_where",

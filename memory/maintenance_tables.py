@@ -2,7 +2,8 @@
 
 None of them ever holds a memory's content except `ns_hot_summaries`, which is
 derived from active memories and rebuilt whenever one of its sources changes or
-is forgotten. Tombstones keep who, when, why and how many; never text.
+is forgotten. Tombstones keep who, when, why and how many, and the ids of what
+they deleted; never text.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ tombstones = Table(
     Column("reason", String(500), nullable=False, server_default=""),
     Column("deleted", Integer, nullable=False),
     Column("report", Text, nullable=False),  # JSON counts; never content
+    # 0012: the ids of the memories it deleted (JSON list), so that an import can
+    # delete them again (`memory.forget_replay`); NULL on tombstones written before.
+    Column("memory_ids", Text, nullable=True),
 )
 Index("ix_ns_tombstones_tenant_at", tombstones.c.tenant, tombstones.c.at)
 

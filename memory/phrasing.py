@@ -105,12 +105,14 @@ _PLAN_CASED = _compile(
 )
 
 
-_INVISIBLE = re.compile(
+INVISIBLE = re.compile(
     "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f"
     "\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff]"
 )
 """Characters a reader does not see: soft hyphen, zero-width spaces and joiners, bidi
-marks and overrides, variation selectors, fillers."""
+marks and overrides, variation selectors, fillers. A character class of literal
+characters and ranges, read alike by Python's `re` and PostgreSQL's regular
+expressions (`memory.folding` uses it in both)."""
 
 
 def as_read(text: str) -> str:
@@ -119,7 +121,7 @@ def as_read(text: str) -> str:
     neither hides a phrase or a secret from the gate. ASCII text is returned as is."""
     if text.isascii():
         return text
-    return unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
+    return unicodedata.normalize("NFKC", INVISIBLE.sub("", text))
 
 
 def looks_like_instruction(text: str) -> bool:

@@ -8,9 +8,16 @@ line naming the format version and the tenant. Import inserts rows that are not
 there yet (by primary key) in one transaction, so importing the same file twice
 changes nothing, and a failed import changes nothing.
 
-Forgetting outlives backups: an export carries the tenant's tombstones, and a file
-that lacks one this database holds (a person's or the operator's forget made after
-the export) is refused whole, since importing it would bring that memory back.
+Forgetting outlives backups, in whichever order they are restored. An export
+carries the tenant's tombstones:
+- a file that lacks one this database holds (a person's or the operator's forget
+  made after the export) is refused whole, since importing it would bring that
+  memory back;
+- a file that brings one this database lacks (an export made after a forget,
+  imported on top of one made before it) has that forget applied here too: the
+  memories the tombstone names are deleted again (`memory.forget_replay`). Where
+  a tombstone from before names were recorded arrives at a database that already
+  holds the tenant's memory, the import is refused: what it deleted is unknown.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, DateTime, Engine, Integer, Table, insert, select
@@ -26,9 +33,10 @@ from sqlalchemy.types import TypeDecorator
 
 from memory.dialect import insert_ignoring_conflicts
 from memory.engine import autocommit
+from memory.forget_replay import replay, unnamed
 from memory.maintenance_tables import tombstones
 from memory.storable import text_problems
-from memory.tables import metadata
+from memory.tables import memories, metadata
 
 FORMAT = "nightshift.tenant-export/1"
 BATCH = 1000
@@ -44,12 +52,21 @@ class ImportRefused(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ImportReport:
+    """Rows read and inserted per table, and `forgotten_again`: memories the file's
+    tombstones name that were here and were deleted again."""
+
     tenant: str
     read: dict[str, int]
     inserted: dict[str, int]
+    forgotten_again: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"tenant": self.tenant, "read": self.read, "inserted": self.inserted}
+        return {
+            "tenant": self.tenant,
+            "read": self.read,
+            "inserted": self.inserted,
+            "forgotten_again": self.forgotten_again,
+        }
 
 
 def tenant_tables() -> list[Table]:
@@ -67,11 +84,27 @@ def export_tenant(conn: Connection, tenant: str) -> Iterator[str]:
             yield json.dumps({"table": table.name, "row": _encode(table, row)}, sort_keys=True)
 
 
-def import_tenant(conn: Connection, lines: Iterable[str]) -> ImportReport:
-    """Insert the rows of an export (inside the caller's transaction)."""
+def import_tenant(
+    conn: Connection, lines: Iterable[str], *, now: datetime | None = None
+) -> ImportReport:
+    """Insert the rows of an export (inside the caller's transaction), then forget
+    again what the file's tombstones name. `now` stamps what that rebuilds (hot
+    summaries); the current time by default. After a commit that forgot anything
+    again, `memory.forgetting.compact_fulltext` clears the full-text structures."""
     tables = {t.name: t for t in tenant_tables()}
     iterator = iter(enumerate(lines, start=1))
     tenant = _header(next(iterator, (1, "")))
+    unnamed_here = set(
+        conn.execute(
+            select(tombstones.c.id).where(
+                tombstones.c.tenant == tenant, tombstones.c.memory_ids.is_(None)
+            )
+        ).scalars()
+    )
+    held_memory = (
+        conn.execute(select(memories.c.id).where(memories.c.tenant == tenant).limit(1)).first()
+        is not None
+    )
     read: dict[str, int] = {}
     inserted: dict[str, int] = {}
     pending: dict[str, list[dict[str, Any]]] = {}
@@ -89,17 +122,25 @@ def import_tenant(conn: Connection, lines: Iterable[str]) -> ImportReport:
     for name, rows in pending.items():
         inserted[name] = inserted.get(name, 0) + _insert(conn, tables[name], rows)
     _refuse_if_forgotten_since(conn, tenant, known_tombstones)
-    return ImportReport(tenant, read, inserted)
+    if held_memory:
+        _refuse_if_unnamed(conn, tenant, known_tombstones - unnamed_here)
+    again = replay(conn, tenant, known_tombstones, now or datetime.now(UTC))
+    return ImportReport(tenant, read, inserted, again)
 
 
 def _refuse_if_forgotten_since(conn: Connection, tenant: str, in_file: set[str]) -> None:
     """An export carries the tenant's tombstones. One this database holds and the file
     does not is a forget made after the export (or elsewhere): importing the file
     would bring that memory back, so the caller's transaction must roll back.
-    Maintenance purges (expired rows) do not count: those rows would only expire again."""
+    Maintenance purges (expired rows) do not count: those rows would only expire
+    again; nor does a forget that deleted nothing: there is nothing to bring back."""
     later = conn.execute(
         select(tombstones.c.id, tombstones.c.at, tombstones.c.actor, tombstones.c.selector)
-        .where(tombstones.c.tenant == tenant, tombstones.c.role != "maintenance")
+        .where(
+            tombstones.c.tenant == tenant,
+            tombstones.c.role != "maintenance",
+            tombstones.c.deleted > 0,
+        )
         .order_by(tombstones.c.at)
     ).all()
     missing = [t for t in later if t.id not in in_file]
@@ -111,6 +152,22 @@ def _refuse_if_forgotten_since(conn: Connection, tenant: str, in_file: set[str])
             f" {last.actor}, by {last.selector}): importing it would bring that memory back."
             " Export the tenant again and import that file"
         )
+
+
+def _refuse_if_unnamed(conn: Connection, tenant: str, arrived: set[str]) -> None:
+    """A tombstone written before tombstones named what they deleted, arriving at a
+    database that already holds the tenant's memory: it may hold what that forget
+    deleted, and nothing says which rows those are."""
+    if not (blind := unnamed(conn, tenant, arrived)):
+        return
+    last = blind[-1]
+    raise ImportRefused(
+        f"this export of tenant {tenant!r} records {len(blind)} forget(s) this database has"
+        f" not applied (the latest at {last.at.isoformat()} by {last.actor}), made before"
+        " nightshift named what a forget deleted, so they cannot be applied here, and"
+        " importing the file would keep what they forgot. Import this export into a"
+        " database without the tenant's memory instead (older exports are then refused)"
+    )
 
 
 def refresh_statistics(engine: Engine, report: ImportReport) -> None:
@@ -208,8 +265,14 @@ def _insert(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> int:
 
 
 def _is_serial(table: Table) -> bool:
-    [key] = table.primary_key.columns
-    return isinstance(key.type, Integer) and key.autoincrement in (True, "auto")
+    """A key of one integer the database numbers (not a composite key: a hot summary's
+    is its scope's three columns)."""
+    keys = list(table.primary_key.columns)
+    return (
+        len(keys) == 1
+        and isinstance(keys[0].type, Integer)
+        and keys[0].autoincrement in (True, "auto")
+    )
 
 
 def _is_datetime(table: Table, name: str) -> bool:

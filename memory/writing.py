@@ -22,6 +22,7 @@ import os
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from memory.folding import spelled
 from memory.policy import (
     DEFAULT_CONFIG,
     Action,
@@ -48,6 +49,7 @@ from memory.records import Candidate, Kind, Memory, Scope, Source, Status, conte
 from memory.secrets import find_secrets_as_read
 from memory.storable import (
     ACTOR_CHARS,
+    COLUMN_LIMITS,
     HANDLE_CHARS,
     scope_problems,
     text_problems,
@@ -185,7 +187,7 @@ def new_memory(
         p.agent,
         p.subagent,
         p.schedule,
-        p.subject,
+        stored_subject(p.subject),
         idempotency_key or candidate.effective_idempotency_key(),
         1,  # version
         1.0,  # score
@@ -198,6 +200,20 @@ def new_memory(
         now,  # last_reinforced_at
         None,  # last_used_at
     )
+
+
+def stored_subject(subject: str) -> str:
+    """The person a row is about, in one spelling (`folding.spelled`): "Ana", "Ana "
+    and "Ａｎａ" are stored alike. Case is kept, as the person writes their name:
+    comparisons fold it in the database (`folding.fold`), and a name lower-cased
+    here need not be what PostgreSQL's `lower` makes of it ("İ"). NFKC can lengthen
+    a text; a spelling too long for the column is kept as written (the gate checked
+    that one), and is found all the same, since comparisons fold both sides."""
+    spelling = spelled(subject)
+    return spelling if len(spelling) <= _SUBJECT_CHARS else subject
+
+
+_SUBJECT_CHARS = COLUMN_LIMITS["provenance.subject"]
 
 
 class _Keys:

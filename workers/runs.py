@@ -22,6 +22,7 @@ from sqlalchemy import Connection, Text, and_, bindparam, delete, func, or_, sel
 
 from memory.dialect import insert_ignoring_conflicts
 from memory.secrets import redact, redact_json
+from memory.storable import unstorable
 from workers.tables import runs
 
 RUN_KEY_CHARS: int = runs.c.key.type.length  # type: ignore[attr-defined]
@@ -61,6 +62,18 @@ FINISHED = frozenset(
 )
 
 
+def payload_text(payload: Any) -> str:
+    """A trigger's payload as its run row keeps it: JSON with its text as written
+    ("Żubrówka", not `\\u017bubr\\u00f3wka`), like every other text column, so that
+    the person reading the row reads the text and what looks for text in it (a
+    forget's scrub, an operator's query) finds it without knowing JSON escapes.
+    Rows written before are escaped; the scrub looks for both spellings
+    (`memory.forget_places.spellings`). A payload holding a lone surrogate (JSON
+    lets `"\\ud800"` through) has no UTF-8 form: it is kept escaped."""
+    text = json.dumps(payload, ensure_ascii=False)
+    return json.dumps(payload) if unstorable(text) else text
+
+
 @dataclass(frozen=True, slots=True)
 class RunRequest:
     """Everything needed to start a run; what beat, events and the CLI enqueue."""
@@ -96,7 +109,7 @@ class RunRequest:
             "trigger_kind": self.trigger_kind,
             "trigger_origin": self.trigger_origin,
             "fire_time": self.fire_time,
-            "payload": json.dumps(self.payload),
+            "payload": payload_text(self.payload),
             "time_limit": self.time_limit,
             "status": RunStatus.QUEUED.value,
             "enqueued_at": now,

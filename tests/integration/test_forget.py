@@ -26,9 +26,11 @@ from tests.clock import Clock
 from tests.integration.test_maintenance_support import (
     ANA,
     BOB,
+    MARK,
     candidate,
     find_everywhere,
     find_in_files,
+    seed_everything,
 )
 from workers.agents import Trigger
 from workers.maintenance import FORGET_PLACES
@@ -36,66 +38,6 @@ from workers.projection import project
 from workers.tables import runs
 
 pytestmark = pytest.mark.integration
-
-MARK = "zqxpenicillin"
-
-
-def seed_everything(store: Store, clock: Clock) -> None:
-    """Ana's text in every shape memory can take: versions, review, merge, summary, hot."""
-    for i in range(6):
-        store.apply(
-            [candidate(f"phoned about {MARK} dose {i}", kind=Kind.EPISODE, run=f"ep-{i}")],
-            handle=f"ep-{i}",
-            actor="writer",
-        )
-    clock.advance(days=40)
-    store.apply(
-        [
-            candidate(
-                f"Ana is allergic to {MARK}", key="ana.allergy", source=Source.STATED, run="r1"
-            )
-        ],
-        handle="r1",
-        actor="writer",
-    )
-    store.apply(
-        [
-            candidate(
-                f"Ana is allergic to {MARK} and latex",
-                key="ana.allergy",
-                source=Source.STATED,
-                run="r2",
-            ),
-            candidate(
-                f"Ana wants {MARK}-free clinics",
-                kind=Kind.PREFERENCE,
-                source=Source.STATED,
-                run="r2",
-            ),
-            candidate(f"Ana may take {MARK} daily", source=Source.INFERRED, run="r2"),
-            candidate(f"{MARK} shortage at ward 3", run="r2"),
-        ],
-        handle="r2",
-        actor="writer",
-    )
-    store.apply([candidate(f"{MARK} shortage at ward 3", run="r3")], handle="r3", actor="writer")
-    store.apply(
-        [
-            candidate("Bob takes the night shift", scope=BOB, run="b1"),
-            candidate(
-                "Bob wants short summaries",
-                scope=BOB,
-                kind=Kind.PREFERENCE,
-                source=Source.STATED,
-                run="b1",
-            ),
-        ],
-        handle="b1",
-        actor="writer",
-    )
-    with store.engine.begin() as conn:
-        planned = consolidation.plan(conn, "acme", clock())
-        consolidation.apply(conn, planned, clock())
 
 
 def record_run_quoting(store: Store, clock: Clock, summary: str, payload: str) -> None:

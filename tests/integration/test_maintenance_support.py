@@ -6,10 +6,15 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 
+from click.testing import CliRunner, Result
 from sqlalchemy import Connection, Engine, insert, inspect, text
 
+from memory import consolidation
 from memory.records import Candidate, Kind, Provenance, Scope, Source, Status, content_hash
+from memory.store import Store
 from memory.tables import memories
+from tests.clock import Clock
+from workers.cli import main_group
 
 ANA = Scope("acme", "ana", "triage")
 BOB = Scope("acme", "bob", "triage")
@@ -120,3 +125,98 @@ def insert_active(conn: Connection, content: str, *, key: str, now: datetime) ->
         )
     )
     return memory_id
+
+
+def nightshift(engine: Engine, *args: str) -> Result:
+    """`nightshift --database-url <engine's database> ARGS…`, as a user types it."""
+    url = engine.url.render_as_string(hide_password=False)
+    return CliRunner().invoke(main_group, ["--database-url", url, *args])
+
+
+def insert_as_stored_before(
+    conn: Connection, content: str, *, user: str, subject: str, now: datetime
+) -> str:
+    """An active row of user `user` in acme/…/triage with `subject` exactly as given:
+    how an earlier release stored what it was sent (no one spelling)."""
+    memory_id = str(uuid.uuid4())
+    conn.execute(
+        insert(memories).values(
+            id=memory_id,
+            tenant="acme",
+            user_id=user,
+            agent_id="triage",
+            kind=Kind.FACT.value,
+            content=content,
+            content_hash=content_hash(content),
+            status=Status.ACTIVE.value,
+            source=Source.STATED.value,
+            confidence=1.0,
+            subject=subject,
+            idempotency_key=f"old:{memory_id}",
+            created_at=now,
+            valid_from=now,
+            last_reinforced_at=now,
+        )
+    )
+    return memory_id
+
+
+MARK = "zqxpenicillin"
+
+
+def seed_everything(store: Store, clock: Clock) -> None:
+    """Ana's text in every shape memory can take: versions, review, merge, summary, hot."""
+    for i in range(6):
+        store.apply(
+            [candidate(f"phoned about {MARK} dose {i}", kind=Kind.EPISODE, run=f"ep-{i}")],
+            handle=f"ep-{i}",
+            actor="writer",
+        )
+    clock.advance(days=40)
+    store.apply(
+        [
+            candidate(
+                f"Ana is allergic to {MARK}", key="ana.allergy", source=Source.STATED, run="r1"
+            )
+        ],
+        handle="r1",
+        actor="writer",
+    )
+    store.apply(
+        [
+            candidate(
+                f"Ana is allergic to {MARK} and latex",
+                key="ana.allergy",
+                source=Source.STATED,
+                run="r2",
+            ),
+            candidate(
+                f"Ana wants {MARK}-free clinics",
+                kind=Kind.PREFERENCE,
+                source=Source.STATED,
+                run="r2",
+            ),
+            candidate(f"Ana may take {MARK} daily", source=Source.INFERRED, run="r2"),
+            candidate(f"{MARK} shortage at ward 3", run="r2"),
+        ],
+        handle="r2",
+        actor="writer",
+    )
+    store.apply([candidate(f"{MARK} shortage at ward 3", run="r3")], handle="r3", actor="writer")
+    store.apply(
+        [
+            candidate("Bob takes the night shift", scope=BOB, run="b1"),
+            candidate(
+                "Bob wants short summaries",
+                scope=BOB,
+                kind=Kind.PREFERENCE,
+                source=Source.STATED,
+                run="b1",
+            ),
+        ],
+        handle="b1",
+        actor="writer",
+    )
+    with store.engine.begin() as conn:
+        planned = consolidation.plan(conn, "acme", clock())
+        consolidation.apply(conn, planned, clock())

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from memory import consolidation, hot
 from memory.engine import open_engine
 from memory.forgetting import Requester, Selector, forget
 from memory.records import Candidate, Kind, Provenance, Scope, Source
@@ -205,3 +206,31 @@ def test_an_export_made_before_a_forget_cannot_bring_the_memory_back(
         assert "prefers phone" not in [m.content for m in store.show(ANA, all_statuses=True)]
         with store.engine.begin() as conn:  # an export made after the forget imports
             assert sum(import_tenant(conn, after).inserted.values()) == 0
+
+
+def test_hot_summaries_travel_with_their_tenant(tmp_path: Path, database_url: str) -> None:
+    """A hot summary's key is its scope's three columns: the import took every key
+    for one number and failed on the first tenant that had one."""
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    source = Store(open_engine(f"sqlite:///{tmp_path / 'a.db'}"), clock=lambda: now)
+    schema.upgrade(source.engine)
+    fill(source)
+    said = Provenance(source=Source.STATED, task_id="r5", run_id="r5", agent="triage")
+    source.apply(
+        [Candidate(scope=ANA, kind=Kind.PREFERENCE, content="prefers mornings", provenance=said)],
+        handle="h5",
+        actor="writer",
+    )
+    with source.engine.begin() as conn:
+        consolidation.apply(conn, consolidation.plan(conn, "acme", now), now)
+        built = hot.read(conn, ANA)
+        lines = list(export_tenant(conn, "acme"))
+    assert built
+    target = Store(open_engine(database_url))
+    schema.upgrade(target.engine)
+    with target.engine.begin() as conn:
+        report = import_tenant(conn, lines)
+    assert report.inserted["ns_hot_summaries"] == len(built)
+    with target.engine.connect() as conn:
+        assert hot.read(conn, ANA) == built
+    target.engine.dispose()

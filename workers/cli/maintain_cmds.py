@@ -173,14 +173,20 @@ def _selector(tenant: str, options: dict[str, Any]) -> Selector:
 @click.option(
     "--tenant", required=True, envvar="NIGHTSHIFT_TENANT", show_envvar=True, callback=not_empty
 )
-@click.option("--subject", help="Everything about this person.")
+@click.option(
+    "--subject",
+    help="Everything about this person, however the name is spelled (case, spaces, Unicode form).",
+)
 @click.option("--scope", "scope", help="Everything in tenant/user/agent (use * for any).")
 @click.option("--run", help="Everything a run wrote.")
 @click.option(
     "--source", help="Everything from a source: stated, operator, observed, inferred, subagent."
 )
 @click.option("--id", "ids", multiple=True, help="These memories (repeatable).")
-@click.option("--text", help="Every memory whose content contains this text (case-insensitive).")
+@click.option(
+    "--text",
+    help="Every memory whose content contains this text, in any case, spacing or Unicode form.",
+)
 @click.option(
     "--as",
     "requester",

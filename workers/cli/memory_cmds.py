@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from memory.attachment import AttachmentError, from_path
+from memory.forgetting import compact_fulltext
 from memory.receipts import Outcome
 from memory.records import ANY, Candidate, Kind, Memory, Provenance, Scope, Source
 from memory.store import MAX_LOADED, MAX_ROWS, LoadBounds
@@ -42,6 +43,7 @@ from workers.cli.base import (
     pass_context,
     storable_scope_part,
 )
+from workers.maintenance import utcnow
 from workers.writer import OPERATOR_HANDLE_PREFIX
 
 CLI_SOURCES = [Source.OPERATOR.value, Source.STATED.value, Source.OBSERVED.value]
@@ -243,19 +245,29 @@ def export(
 @json_option
 @pass_context
 def import_(obj: Context, path: str, as_json: bool) -> None:
-    """Import a `memory export --whole-tenant` file; rows already present are kept as they are."""
+    """Import a `memory export --whole-tenant` file; rows already present are kept as they are.
+
+    What the file's tombstones say was forgotten is forgotten here too, should this
+    database hold it (an older export imported before this one)."""
     rt = connect(obj, create=True)
     try:
         with click.open_file(path) as lines, rt.engine.begin() as conn:
-            report = import_tenant(conn, lines)
+            report = import_tenant(conn, lines, now=utcnow())
     except (ImportFormatError, ImportRefused) as error:
         raise InvalidInput(f"{path}: {error}; nothing was imported") from None
+    if report.forgotten_again:
+        compact_fulltext(rt.engine)  # the deleted text leaves the full-text structures too
     refresh_statistics(rt.engine, report)
     if as_json:
         emit_json(report.to_json())
         return
     for table, count in sorted(report.read.items()):
         click.echo(f"{table}: read {count}, inserted {report.inserted.get(table, 0)}")
+    if report.forgotten_again:
+        click.echo(
+            f"forgot again {report.forgotten_again} memories this database held that the"
+            " file's tombstones say were forgotten"
+        )
     click.echo(f"tenant {report.tenant!r} imported")
 
 

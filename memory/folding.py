@@ -1,0 +1,119 @@
+"""Texts compared as a reader sees them, in SQL, alike on PostgreSQL and SQLite.
+
+One name can be stored in many spellings that read the same: "Ana", "ana ",
+"ＡＮＡ" (full width), "Ana" with a zero-width space in it, "Łukasz Żółw" composed
+or decomposed (NFD). A forget that compares stored characters finds one of them,
+and its verification, asking the same way, finds nothing left. `ns_fold(text)`
+is the form they share: invisible characters removed (`phrasing.INVISIBLE`),
+compatibility forms folded (NFKC, which also composes NFD), each run of white
+space made one space, the ends trimmed, lower-cased.
+
+`ns_unaccent(text)` goes one step further for a forget's verification: the folded
+form without accents or strokes ("Łukasz Żółw" and full-width "Ｌｕｋａｓｚ Zolw"
+are both "lukasz zolw"). A forget does not delete by it — "Lukasz" may be another
+person — but does not call itself exhaustive while such a spelling remains.
+
+Both run in the database, so a forget compares rows where they are instead of
+reading a tenant's rows into Python: SQLite calls `folded` and `unaccented`
+(registered on every connection by `memory.engine`), PostgreSQL SQL functions
+of the same meaning built from `normalize`, `regexp_replace`, `translate` and
+`lower` (migration 0011, and `create_all`). A query folds both sides of a comparison in the database, so
+where the two dialects disagree on a rare letter (PostgreSQL lowers "İ" to "i",
+Python to "i̇") each still agrees with itself.
+
+    select(memories.c.id).where(fold(memories.c.subject) == fold(literal("Ana ")))
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection, Text, event, func
+
+from memory.phrasing import INVISIBLE, as_read
+from memory.tables import metadata
+
+SPACES = re.compile("[\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
+"""A run of white space, as literal characters both Python and PostgreSQL read (their
+`\\s` differ: Python's also takes the ASCII separators \\x1c-\\x1f)."""
+
+MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+"""Combining accents and diacritics: what NFKD splits off "ó" or "ż"."""
+_STROKED, _PLAIN = "łøđħıŧ", "lodhit"
+"""Lower-case letters with a stroke (or without a dot) that no decomposition undoes."""
+_UNSTROKE = str.maketrans(_STROKED, _PLAIN)
+
+POSTGRES_DDL = (
+    "CREATE OR REPLACE FUNCTION ns_fold(value text) RETURNS text"
+    " LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT lower(btrim(regexp_replace("
+    f"normalize(regexp_replace(value, '{INVISIBLE.pattern}', '', 'g'), NFKC),"
+    f" '{SPACES.pattern}', ' ', 'g'), ' ')) $$",
+    "CREATE OR REPLACE FUNCTION ns_unaccent(value text) RETURNS text"
+    " LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT translate(regexp_replace("
+    f"normalize(ns_fold(value), NFKD), '{MARKS.pattern}', '', 'g'), '{_STROKED}', '{_PLAIN}') $$",
+)
+"""`folded` and `unaccented` in SQL: plain SQL functions, so the planner inlines them."""
+POSTGRES_DROP = (
+    "DROP FUNCTION IF EXISTS ns_unaccent(text)",
+    "DROP FUNCTION IF EXISTS ns_fold(text)",
+)
+
+
+def spelled(text: str) -> str:
+    """`text` in the one spelling of what a reader sees (`phrasing.as_read`, white
+    space runs made one space, ends trimmed), case kept. How a subject is stored."""
+    return SPACES.sub(" ", as_read(text)).strip(" ")
+
+
+def folded(text: str) -> str:
+    """`spelled(text)` lower-cased: what `ns_fold` makes of `text` on SQLite."""
+    return spelled(text).lower()
+
+
+def unaccented(text: str) -> str:
+    """`folded(text)` without accents and strokes: what `ns_unaccent` makes of `text`
+    on SQLite. "Łukasz Żółw" is "lukasz zolw"."""
+    return MARKS.sub("", unicodedata.normalize("NFKD", folded(text))).translate(_UNSTROKE)
+
+
+def fold(expression: Any) -> ColumnElement[str]:
+    """`ns_fold(expression)`: an SQL text folded as `folded` folds it."""
+    return func.ns_fold(expression, type_=Text)
+
+
+def unaccent(expression: Any) -> ColumnElement[str]:
+    """`ns_unaccent(expression)`: an SQL text as `unaccented` makes it."""
+    return func.ns_unaccent(expression, type_=Text)
+
+
+def register_sqlite(dbapi_connection: Any) -> None:
+    """Make `ns_fold` and `ns_unaccent` callable on a new SQLite connection."""
+    for name, python in (("ns_fold", folded), ("ns_unaccent", unaccented)):
+        dbapi_connection.create_function(name, 1, _or_null(python), deterministic=True)
+
+
+def create(conn: Connection) -> None:
+    """PostgreSQL only: create the functions (a no-op on SQLite, where they are registered)."""
+    if conn.dialect.name == "postgresql":
+        for statement in POSTGRES_DDL:
+            conn.exec_driver_sql(statement)
+
+
+def drop(conn: Connection) -> None:
+    if conn.dialect.name == "postgresql":
+        for statement in POSTGRES_DROP:
+            conn.exec_driver_sql(statement)
+
+
+def _or_null(python: Callable[[str], str]) -> Callable[[object], object]:
+    def call(value: object) -> object:
+        return python(value) if isinstance(value, str) else value
+
+    return call
+
+
+event.listen(metadata, "after_create", lambda target, conn, **kw: create(conn))
+event.listen(metadata, "before_drop", lambda target, conn, **kw: drop(conn))

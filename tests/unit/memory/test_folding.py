@@ -1,0 +1,60 @@
+"""One spelling for what reads the same: the rule forgetting compares names and text by."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+
+from memory.folding import folded, spelled, unaccented
+from memory.forgetting import Selector
+from memory.writing import stored_subject
+
+
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        ("Ana", "Ana"),
+        ("  Ana \t", "Ana"),
+        ("ＡＮＡ", "ANA"),
+        ("A\u00adn\u200ba\ufeff", "Ana"),
+        ("Ana\u00a0\u2003Maria", "Ana Maria"),
+        (unicodedata.normalize("NFD", "Łukasz Żółw"), "Łukasz Żółw"),
+        ("ﬁle", "file"),
+    ],
+)
+def test_a_text_is_spelled_as_it_reads_and_folded_without_case(text: str, read: str) -> None:
+    assert spelled(text) == read
+    assert folded(text) == read.lower()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Łukasz Żółw",
+        unicodedata.normalize("NFD", "ŁUKASZ ŻÓŁW"),
+        "Ｌｕｋａｓｚ Ｚｏｌｗ",
+        "lukasz\u200b zolw",
+    ],
+)
+def test_without_accents_and_strokes_a_name_reads_as_its_plain_letters(text: str) -> None:
+    assert unaccented(text) == "lukasz zolw"
+
+
+def test_a_subject_is_stored_in_one_spelling_unless_that_outgrows_its_column() -> None:
+    assert stored_subject(" Ａｎａ\u200b ") == "Ana"
+    assert stored_subject("") == ""
+    # NFKC writes U+FDFA as 18 letters: 8 of them would not fit 128 characters.
+    long = "\ufdfa" * 8
+    assert len(spelled(long)) > 128 and stored_subject(long) == long
+
+
+@pytest.mark.parametrize("text", ["\u200b\u200b\u200b\u200b", "  a\u00ad\u00ad ", "\u3000ab\u3000"])
+def test_a_text_match_counts_what_a_reader_sees(text: str) -> None:
+    with pytest.raises(ValueError, match="at least 3 characters"):
+        Selector.by_text("acme", text)
+
+
+def test_a_subject_of_invisible_characters_names_no_one() -> None:
+    with pytest.raises(ValueError, match="needs a value"):
+        Selector.by_subject("acme", " \u200b ")
