@@ -70,3 +70,17 @@ def bulk(ctx: RunContext) -> AgentResult:
             reference=f"bulk#{j}",
         )
     return AgentResult(summary=f"remembered {count}")
+
+
+def voter(ctx: RunContext) -> AgentResult:
+    """Votes down the memory id in its payload. Refused, it goes round `ctx.vote` (as
+    code running in the worker could) so the vote reaches the writer's own check."""
+    from workers.agents import Vote, VoteRefused
+
+    memory_id = str(ctx.trigger.payload["memory_id"])
+    try:
+        ctx.vote(memory_id, "down")
+    except VoteRefused as error:
+        ctx.votes.append(Vote(memory_id, "down"))
+        return AgentResult(summary=f"refused: {error}")
+    return AgentResult(summary="voted")

@@ -1,0 +1,202 @@
+"""What an agent may not do to memory, through one run's lifecycle (no broker).
+
+Real SQLite and PostgreSQL; the writer queue is replaced by applying the submitted
+message as the writer task does (`tests.integration.test_adapters.Writer`), votes
+included. Votes: a run votes only on what it was given, and never down on a
+person's word.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from memory.records import Candidate, Kind, Provenance, Scope, Source
+from memory.tables import audit, memories
+from tests.integration.test_adapters import Writer, make_rt, now, run_once, script
+from workers import runs
+from workers.agents import AgentResult, RunContext, Vote, VoteRefused
+from workers.lifecycle import execute
+from workers.runs import RunRequest, RunStatus
+from workers.runtime import Runtime
+
+pytestmark = pytest.mark.integration
+__all__ = ["make_rt"]  # the fixture, shared with the adapter tests
+
+ATTACKER = Scope("attacker", "mallory", "voter")
+VICTIM = Scope("victim", "ana", "triage")
+
+
+def remember(rt: Runtime, scope: Scope, text: str, source: Source, key: str = "") -> str:
+    receipt = rt.store.apply(
+        [Candidate(scope, Kind.FACT, text, Provenance(source, reference="t#1"), key=key)],
+        handle=f"seed:{scope}:{text}",
+        actor="test",
+    )
+    [decision] = receipt.decisions
+    assert decision.memory_id, decision
+    return decision.memory_id
+
+
+def score(rt: Runtime, memory_id: str) -> float:
+    with rt.engine.connect() as conn:
+        value = conn.execute(select(memories.c.score).where(memories.c.id == memory_id))
+        return float(value.scalar_one())
+
+
+def voter(ctx: RunContext) -> AgentResult:
+    """Votes as the trigger payload says; `bypass` skips `ctx.vote`'s check, as an agent
+    running in-process could, to reach the writer's own check."""
+    refused = []
+    for memory_id, direction in ctx.trigger.payload["votes"]:
+        if ctx.trigger.payload.get("bypass"):
+            ctx.votes.append(Vote(memory_id, direction))
+            continue
+        try:
+            ctx.vote(memory_id, direction)
+        except VoteRefused as error:
+            refused.append(str(error))
+    for query in ctx.trigger.payload.get("search", ()):
+        for found in ctx.search(query):
+            ctx.vote(found.id, "up")
+    return AgentResult(summary=json.dumps(refused))
+
+
+def trigger_voter(
+    rt: Runtime,
+    key: str,
+    votes: list[tuple[str, str]],
+    status: RunStatus = RunStatus.SUCCEEDED,
+    **payload: object,
+) -> tuple[str, Writer]:
+    with rt.engine.begin() as conn:
+        runs.create(
+            conn,
+            [
+                RunRequest(
+                    key=key,
+                    agent=ATTACKER.agent,
+                    tenant=ATTACKER.tenant,
+                    user=ATTACKER.user,
+                    trigger_origin="private",
+                    payload={"votes": votes, **payload},
+                )
+            ],
+            now(),
+        )
+    writer = Writer(rt)
+    outcome = execute(rt, key, submit=writer, clock=now)
+    assert outcome.status == status.value, outcome.error
+    return outcome.summary, writer
+
+
+@pytest.fixture
+def rt(make_rt: Callable[..., Runtime], tmp_path: Path) -> Runtime:
+    return make_rt(
+        {
+            "voter": "tests.integration.test_agent_trust:voter",
+        }
+    )
+
+
+# -- votes -----------------------------------------------------------------------------
+
+
+def test_an_agent_cannot_vote_down_another_tenants_memory(rt: Runtime) -> None:
+    victim = remember(rt, VICTIM, "Ana's renewal is on 2027-03-01", Source.STATED)
+    for n in range(3):  # the hostile tester's three runs
+        summary, writer = trigger_voter(rt, f"voter@{n}", [(victim, "down")], RunStatus.PARTIAL)
+        assert f"memory {victim} was not given to this run" in summary
+        with rt.engine.connect() as conn:
+            run = runs.get(conn, f"voter@{n}")
+        assert run is not None and f"vote down: memory {victim} was not given" in run.error
+        assert writer.messages == []  # nothing left the run
+    assert score(rt, victim) == 1.0
+    assert [m.id for m in rt.store.load(VICTIM, goal="renewal").ranked] == [victim]
+
+
+def test_the_writer_refuses_a_vote_that_skipped_the_run_context_and_audits_it(
+    rt: Runtime,
+) -> None:
+    victim = remember(rt, VICTIM, "Ana's renewal is on 2027-03-01", Source.STATED)
+    for n in range(3):
+        _, writer = trigger_voter(rt, f"sneaky@{n}", [(victim, "down")], bypass=True)
+        [report] = writer.vote_reports
+        assert report.applied == 0
+        [refused] = report.refused
+        assert (refused.memory_id, refused.run_id) == (victim, f"sneaky@{n}")
+        assert "was not given to this run" in refused.reason
+    assert score(rt, victim) == 1.0
+    with rt.engine.connect() as conn:
+        rows = conn.execute(select(audit).where(audit.c.action == "vote.refused")).mappings()
+        trail = [(r["tenant"], r["actor"], r["memory_id"], json.loads(r["detail"])) for r in rows]
+    assert [(t, a, m, d["run"]) for t, a, m, d in trail] == [
+        ("attacker", "voter", victim, f"sneaky@{n}") for n in range(3)
+    ]
+    assert all("renewal" not in json.dumps(d) for *_, d in trail)  # no content
+
+
+def test_a_run_votes_on_what_it_loaded_and_searched_but_not_down_on_the_persons_word(
+    rt: Runtime,
+) -> None:
+    observed = remember(rt, ATTACKER, "queue depth is 12", Source.OBSERVED)
+    said = remember(rt, ATTACKER, "Mallory is on call on Fridays", Source.STATED)
+    summary, writer = trigger_voter(
+        rt, "own@1", [(observed, "down"), (said, "down")], RunStatus.PARTIAL
+    )
+    assert json.loads(summary) == [
+        f"memory {said} is the person's word (source stated); an agent's down-vote does not"
+        " silence it: the person changes it (edit, forget, a new statement)"
+    ]
+    [report] = writer.vote_reports
+    assert (report.applied, report.refused) == (1, ())
+    assert (score(rt, observed), score(rt, said)) == (0.5, 1.0)
+
+    # An agent that skips the check meets the writer's: the person's word stays.
+    _, writer = trigger_voter(rt, "own@2", [(said, "down")], bypass=True)
+    [report] = writer.vote_reports
+    assert [r.reason.split(";")[0] for r in report.refused] == [
+        f"memory {said} is the person's word (source stated)"
+    ]
+    assert score(rt, said) == 1.0
+
+    # Up-votes on the person's word count: checked, it stays loaded longer.
+    _, writer = trigger_voter(rt, "own@3", [(said, "up")])
+    [report] = writer.vote_reports
+    assert (report.up, report.applied, report.refused) == (1, 1, ())
+    assert score(rt, said) > 1.0
+
+
+def test_votes_on_cold_memory_found_on_demand_count_because_the_run_records_it(
+    make_rt: Callable[..., Runtime],
+) -> None:
+    rt = make_rt({"voter": "tests.integration.test_agent_trust:voter"}, load_limit=1)
+    said = remember(rt, ATTACKER, "Mallory is on call on Fridays", Source.STATED)
+    cold = remember(rt, ATTACKER, "queue depth is 12", Source.OBSERVED)
+    # The run records what it searched before its votes leave: this writer applies them
+    # before the record hook finishes the run, as a fast writer would.
+    _, writer = trigger_voter(rt, "cold@1", [], search=["queue depth"])
+    [report] = writer.vote_reports
+    assert (report.up, report.applied, report.refused) == (1, 1, ())
+    assert score(rt, cold) > 1.0
+    with rt.engine.connect() as conn:
+        run = runs.get(conn, "cold@1")
+    assert run is not None and run.loaded_ids == [said, cold]  # `memory why` shows both
+
+
+def test_a_command_agents_vote_on_a_memory_it_was_not_given_makes_the_run_partial(
+    make_rt: Callable[..., Runtime], tmp_path: Path
+) -> None:
+    program = tmp_path / "voter.sh"
+    rt = make_rt({"voter": f"command:{program}"})
+    victim = remember(rt, VICTIM, "Ana's renewal is on 2027-03-01", Source.STATED)
+    line = json.dumps({"type": "vote", "memory_id": victim, "direction": "down"})
+    script(tmp_path, "voter.sh", f"echo '{line}' >> \"$NIGHTSHIFT_OUTBOX\"\n")
+    outcome, writer = run_once(rt, "voter")
+    assert outcome.status == RunStatus.PARTIAL.value
+    assert f"vote down: memory {victim} was not given to this run" in outcome.error
+    assert [m["votes"] for m in writer.messages] == [[]] and score(rt, victim) == 1.0
