@@ -84,3 +84,12 @@ def voter(ctx: RunContext) -> AgentResult:
         ctx.votes.append(Vote(memory_id, "down"))
         return AgentResult(summary=f"refused: {error}")
     return AgentResult(summary="voted")
+
+
+def planter(ctx: RunContext) -> AgentResult:
+    """Passes on what a feed said, as observed content, and reports the goal it was given."""
+    said = str(ctx.trigger.payload.get("feed", ""))
+    if said:
+        ctx.remember(said, source="observed", reference="feed#1", key="goal")
+        ctx.remember(said, source="observed", reference="feed#2")
+    return AgentResult(summary=f"goal: {ctx.goal}")

@@ -1,7 +1,8 @@
 """What an agent may not do to memory, as an operator sees it from the command line.
 
 Real worker and writer processes on Redis + PostgreSQL; each test replays an attack
-a hostile tester found: an agent silencing another tenant's memory with votes.
+a hostile tester found: an agent silencing another tenant's memory with votes,
+observed text becoming the scope's goal.
 """
 
 from __future__ import annotations
@@ -86,3 +87,21 @@ def test_an_agent_cannot_silence_another_tenants_memory_with_votes(system: Syste
     loaded = cli_json(system, "memory", "load", "--tenant", "victim", "--user", "ana",
                       "--agent", "triage", "--goal", "renewal")  # fmt: skip
     assert loaded["ids"] == [victim]
+
+
+def test_observed_text_that_reads_as_a_plan_never_becomes_the_goal(system: System) -> None:
+    start(system, "planter=tests.acceptance.agents:planter")
+    first = trigger(system, "planter", "acme", {"feed": PLANTED})
+    assert first["status"] == RunStatus.SUCCEEDED.value, first["error"]
+
+    def written() -> list[Any] | None:
+        found = cli_json(system, "memory", "show", "--tenant", "acme", "--user", "ana",
+                         "--agent", "planter")  # fmt: skip
+        return found or None
+
+    [kept] = system.wait_for("the observed line to be written", written)
+    assert (kept["kind"], kept["key"], kept["source"]) == ("episode", "", "observed")
+    receipt = cli_json(system, "memory", "receipt", first["write_handle"])
+    assert [d["rule"] for d in receipt["decisions"]] == ["goal-key-reserved", "goal-source"]
+    later = trigger(system, "planter", "acme", {})  # a run without a goal of its own
+    assert later["summary"] == "goal: "
