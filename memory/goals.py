@@ -36,10 +36,11 @@ MAX_FIELD_CHARS = 600
 
 GOAL_SOURCES = frozenset({Source.STATED, Source.OPERATOR, Source.INFERRED})
 """The sources that may write goal state: the person and the operator (their word),
-and the agent itself (`inferred`: its own plans). Not `observed`: a plan seen in an
-event, a feed or a tool's output is the plan of whoever wrote it. Not `subagent`: a
-subagent's report is relabelled `subagent` whatever it came from, so trusting it
-would let an observed plan in through a child run."""
+and the agent itself (`inferred`: its own plans, and the goal a parent run gives its
+subagent). Not `observed`: a plan seen in an event, a feed or a tool's output is the
+plan of whoever wrote it. Not `subagent`: a subagent's report is relabelled
+`subagent` whatever it came from, so trusting it would let an observed plan in
+through a child run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,10 +103,27 @@ _NOT_ACCEPTED = frozenset({Status.PENDING_REVIEW, Status.REJECTED})
 
 
 def goal_candidate(
-    scope: Scope, text: str, *, run_key: str, agent: str, schedule: str = ""
+    scope: Scope,
+    text: str,
+    *,
+    run_key: str,
+    agent: str,
+    schedule: str = "",
+    parent_run: str = "",
 ) -> Candidate:
-    """The goal record for `scope`. Its text comes from the schedule or the trigger, both
-    the operator's word, so its source is `operator`."""
+    """The goal record for `scope`, from the goal a run was started with.
+
+    Whose word the text is decides its source. A schedule's goal and a trigger's
+    (`nightshift trigger --goal`) are the operator's: `operator`. The goal a parent
+    run gave its subagent (`parent_run`, from `ctx.spawn(goal=…)`) is that agent's
+    text: `inferred`, so the gate judges it as any agent's writing — an injection
+    is refused, and it does not replace an operator's goal without review.
+    """
+    source = Source.INFERRED if parent_run else Source.OPERATOR
+    if parent_run:
+        reference = f"run:{parent_run}"
+    else:
+        reference = f"schedule:{schedule}" if schedule else f"run:{run_key}"
     return Candidate(
         scope=scope,
         kind=Kind.GOAL,
@@ -113,8 +131,8 @@ def goal_candidate(
         key=GOAL_KEY,
         idempotency_key=f"{run_key}:{GOAL_KEY}",
         provenance=Provenance(
-            source=Source.OPERATOR,
-            reference=f"schedule:{schedule}" if schedule else f"run:{run_key}",
+            source=source,
+            reference=reference,
             run_id=run_key,
             task_id=run_key,
             agent=agent,

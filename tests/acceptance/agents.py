@@ -93,3 +93,9 @@ def planter(ctx: RunContext) -> AgentResult:
         ctx.remember(said, source="observed", reference="feed#1", key="goal")
         ctx.remember(said, source="observed", reference="feed#2")
     return AgentResult(summary=f"goal: {ctx.goal}")
+
+
+def spawner(ctx: RunContext) -> AgentResult:
+    """Starts a `helper` subagent with the goal in its payload."""
+    ctx.spawn("helper", name="h1", goal=str(ctx.trigger.payload["goal"]))
+    return AgentResult(summary="asked a helper")

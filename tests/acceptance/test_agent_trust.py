@@ -2,12 +2,13 @@
 
 Real worker and writer processes on Redis + PostgreSQL; each test replays an attack
 a hostile tester found: an agent silencing another tenant's memory with votes,
-observed text becoming the scope's goal.
+observed text becoming the scope's goal, an injected goal handed to a subagent.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +18,8 @@ from memory.records import Candidate, Kind, Provenance, Scope, Source
 from memory.store import Store
 from memory.tables import audit, memories
 from tests.acceptance.harness import System
-from workers.runs import RunStatus
+from workers.hooks.write_back import receipt_handle
+from workers.runs import FINISHED, RunStatus
 
 pytestmark = [
     pytest.mark.acceptance,
@@ -105,3 +107,42 @@ def test_observed_text_that_reads_as_a_plan_never_becomes_the_goal(system: Syste
     assert [d["rule"] for d in receipt["decisions"]] == ["goal-key-reserved", "goal-source"]
     later = trigger(system, "planter", "acme", {})  # a run without a goal of its own
     assert later["summary"] == "goal: "
+
+
+def test_a_goal_given_to_a_subagent_is_the_parent_agents_word(system: System) -> None:
+    start(system, "spawner=tests.acceptance.agents:spawner;helper=tests.acceptance.agents:noop")
+    parent = trigger(system, "spawner", "att2", {"goal": INJECTED})
+    assert parent["status"] == RunStatus.SUCCEEDED.value, parent["error"]
+    child = system.wait_for(
+        "the helper to finish",
+        lambda: next(
+            (r for r in system.runs() if r.parent_key == parent["key"] and r.status in FINISHED),
+            None,
+        ),
+        timeout=120,
+    )
+
+    def goal_receipt() -> Any:
+        result = system.cli("memory", "receipt", receipt_handle("goal", child.key), "--json")
+        return json.loads(result.stdout) if result.returncode == 0 else None
+
+    receipt = system.wait_for("the helper's goal receipt", goal_receipt)
+    [decision] = receipt["decisions"]
+    assert (decision["outcome"], decision["rule"]) == ("refused", "injection-suspected")
+    shown = cli_json(system, "memory", "show", "--tenant", "att2", "--user", "ana",
+                     "--agent", "helper", "--all")  # fmt: skip
+    assert shown == []
+
+
+def test_an_operators_goal_is_still_the_operators(system: System, tmp_path: Path) -> None:
+    start(system, "helper=tests.acceptance.agents:noop")
+    run = trigger(system, "helper", "att2", {}, "--goal", "keep invoices tidy")
+    assert run["status"] == RunStatus.SUCCEEDED.value, run["error"]
+
+    def goal() -> list[Any] | None:
+        found = cli_json(system, "memory", "show", "--tenant", "att2", "--user", "ana",
+                         "--agent", "helper")  # fmt: skip
+        return found or None
+
+    [record] = system.wait_for("the goal record", goal)
+    assert (record["kind"], record["key"], record["source"]) == ("goal", "goal", "operator")
