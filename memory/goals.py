@@ -2,7 +2,13 @@
 
 - The goal record is a ``goal`` memory keyed ``goal`` in the run's scope, written
   through the writer's gate like any memory (a new goal text supersedes the old
-  one, history kept). Its text is what `Store.load` ranks against.
+  one, history kept). Its text is what `Store.load` ranks against, and what a run
+  without a goal of its own is given as its goal.
+- Goal state is written only by those who speak for the scope's work
+  (`GOAL_SOURCES`): the person, the operator, and the agent itself. Text that
+  arrived from outside — an event, a feed, a tool's output, another agent's report
+  — that reads as a plan is someone else's plan; the gate keeps it as an episode
+  and never lets it near the ``goal`` key (`memory.policy`).
 - An attempt (what one run tried, its outcome, its evidence) is a fact about a
   run, so it lives on the run's own row (`workers.attempts` reads a scope's
   latest); this module only defines its shape.
@@ -18,12 +24,23 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from memory.records import Candidate, Kind, Memory, Provenance, Scope, Source
-from memory.store import Store
+from memory.records import Candidate, Kind, Memory, Provenance, Scope, Source, Status
+
+if TYPE_CHECKING:
+    from memory.store import Store
 
 GOAL_KEY = "goal"
 MAX_FIELD_CHARS = 600
+
+GOAL_SOURCES = frozenset({Source.STATED, Source.OPERATOR, Source.INFERRED})
+"""The sources that may write goal state: the person and the operator (their word),
+and the agent itself (`inferred`: its own plans, and the goal a parent run gives its
+subagent). Not `observed`: a plan seen in an event, a feed or a tool's output is the
+plan of whoever wrote it. Not `subagent`: a subagent's report is relabelled
+`subagent` whatever it came from, so trusting it would let an observed plan in
+through a child run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,20 +73,57 @@ def split_goal_memories(memories: Iterable[Memory]) -> tuple[Memory, ...]:
 
 
 def read_goal_record(store: Store, scope: Scope) -> Memory | None:
-    """The active goal record of `scope` itself (not of a layer above), if any."""
-    return next((m for m in reversed(store.history(scope, GOAL_KEY)) if m.scope == scope), None)
+    """The goal record of `scope` itself (not of a layer above): the newest one
+    `goal_record` accepts, if any."""
+    return goal_record(reversed(store.history(scope, GOAL_KEY)), scope)
 
 
 def goal_record(memories: Iterable[Memory], scope: Scope) -> Memory | None:
-    """The goal record of `scope` among `memories` (e.g. a load's hot memory), if there."""
-    return next((m for m in memories if m.key == GOAL_KEY and m.scope == scope), None)
+    """The goal record of `scope` among `memories` (e.g. a load's hot memory), if there.
+
+    Only an accepted goal from `GOAL_SOURCES` is one: a row on the key from anywhere
+    else (the gate refuses those; an older store may hold one) is never a run's goal,
+    and neither is one still waiting for review (an agent's goal over the operator's).
+    """
+    return next(
+        (
+            m
+            for m in memories
+            if m.key == GOAL_KEY
+            and m.scope == scope
+            and m.kind is Kind.GOAL
+            and m.source in GOAL_SOURCES
+            and m.status not in _NOT_ACCEPTED
+        ),
+        None,
+    )
+
+
+_NOT_ACCEPTED = frozenset({Status.PENDING_REVIEW, Status.REJECTED})
 
 
 def goal_candidate(
-    scope: Scope, text: str, *, run_key: str, agent: str, schedule: str = ""
+    scope: Scope,
+    text: str,
+    *,
+    run_key: str,
+    agent: str,
+    schedule: str = "",
+    parent_run: str = "",
 ) -> Candidate:
-    """The goal record for `scope`. Its text comes from the schedule or the trigger, both
-    the operator's word, so its source is `operator`."""
+    """The goal record for `scope`, from the goal a run was started with.
+
+    Whose word the text is decides its source. A schedule's goal and a trigger's
+    (`nightshift trigger --goal`) are the operator's: `operator`. The goal a parent
+    run gave its subagent (`parent_run`, from `ctx.spawn(goal=…)`) is that agent's
+    text: `inferred`, so the gate judges it as any agent's writing — an injection
+    is refused, and it does not replace an operator's goal without review.
+    """
+    source = Source.INFERRED if parent_run else Source.OPERATOR
+    if parent_run:
+        reference = f"run:{parent_run}"
+    else:
+        reference = f"schedule:{schedule}" if schedule else f"run:{run_key}"
     return Candidate(
         scope=scope,
         kind=Kind.GOAL,
@@ -77,8 +131,8 @@ def goal_candidate(
         key=GOAL_KEY,
         idempotency_key=f"{run_key}:{GOAL_KEY}",
         provenance=Provenance(
-            source=Source.OPERATOR,
-            reference=f"schedule:{schedule}" if schedule else f"run:{run_key}",
+            source=source,
+            reference=reference,
             run_id=run_key,
             task_id=run_key,
             agent=agent,

@@ -88,7 +88,8 @@ _INSTRUCTION_NOT_LATIN = _compile(
 )
 """In Russian and Chinese: only text that is not ASCII is searched for them."""
 _PLAN_LOWERED = _compile(
-    _w("i", "we") + r"\s*(?:will|shall|'ll|’ll)\b",
+    # "We will not renew" is a decision, something that is the case, not a plan.
+    _w("i", "we") + r"\s*(?:will|shall|'ll|’ll)\b(?!\s+(?:not|never)\b)",
     _w("i am", "i'm", "i’m", "we are", "we're", "we’re") + r"\s+going\s+to\b",
     _w("will") + r"\s+follow[ -]?up\b",
     _w("follow")
@@ -101,7 +102,10 @@ _PLAN_LOWERED = _compile(
 _PLAN_CASED = _compile(
     # A sentence opening with "Will <verb>": not "Will Smith", not "Will be out".
     r"[.!?;\n]\s*(?:Will|will|Going\s+to|going\s+to)\s+(?!be\b)[a-z]+",
-    r"TODO(?<![A-Za-z0-9_]TODO)\b",
+    # A TODO marker ("TODO(ana): …", "TODO - …", "[TODO] …"; "TODO:" is above), not the
+    # noun in "TODO list app".
+    r"TODO(?<![A-Za-z0-9_]TODO)(?:\([^)\n]{0,40}\))?\s*(?::|[-–—]\s)",
+    r"\[TODO\]",
 )
 
 
@@ -179,8 +183,9 @@ def looks_like_plan(text: str) -> bool:
 
     First-person futures ("we'll send it Monday", "I'm going to"), subject-less ones
     ("Will follow up next week"), "plan/intend to", "next step is", "remind me to" and
-    TODO markers. Third-person futures are facts about the world and are not matched
-    ("The contract will expire in May").
+    TODO markers ("TODO: rotate the keys"). Third-person futures are facts about the
+    world and are not matched ("The contract will expire in May"), nor are decisions
+    not to act ("We will not renew with Initech") or TODO as a noun ("TODO list app").
     """
     text = as_read(text)
     lowered = "\n" + text.lower()

@@ -13,6 +13,12 @@ never an agent's output. ``observed``, ``inferred`` and ``subagent`` are
 *untrusted*: content that arrived in an event, a tool result or another agent's
 message.
 
+Goal state (the scope's goal record, plans) is the word of whoever speaks for the
+scope's work: the person, the operator, or the agent itself (``inferred``;
+`memory.goals.GOAL_SOURCES`). A plan or a goal from an ``observed`` or
+``subagent`` source is someone else's intention: it is kept as an episode, what
+was seen, and the ``goal`` key is refused to it.
+
 Example:
     >>> from memory.records import Candidate, Kind, Provenance, Scope, Source
     >>> seen = Candidate(Scope("acme", "ana", "triage"), Kind.FACT,
@@ -32,6 +38,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from memory.goals import GOAL_KEY, GOAL_SOURCES
 from memory.phrasing import looks_like_instruction, looks_like_plan
 from memory.records import Candidate, Kind, Layer, Provenance, Source
 from memory.secrets import find_secrets_as_read
@@ -59,6 +66,8 @@ class Rule(StrEnum):
     PREFERENCE_SOURCE = "preference-source"
     OUTCOME_NEEDS_EVIDENCE = "outcome-needs-evidence"
     PLAN_IS_GOAL = "plan-is-goal"
+    GOAL_SOURCE = "goal-source"
+    GOAL_KEY_RESERVED = "goal-key-reserved"
     INFERRED_BELOW_BAR = "inferred-below-bar"
     OK = "ok"
 
@@ -370,12 +379,42 @@ def _outcome_evidence(c: Candidate, rules: AgentRules, config: GateConfig) -> Ve
     )
 
 
-def _plan_is_goal(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | None:
-    if c.kind is Kind.FACT and looks_like_plan(c.content):
+def _goal_state(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | None:
+    source = c.provenance.source
+    is_plan = c.kind is Kind.FACT and looks_like_plan(c.content)
+    if source in GOAL_SOURCES:
+        if is_plan:
+            return Verdict(
+                Action.ACCEPT, Kind.GOAL, "a plan or intention is goal state", Rule.PLAN_IS_GOAL
+            )
+        return None
+    if is_plan or c.kind is Kind.GOAL:
         return Verdict(
-            Action.ACCEPT, Kind.GOAL, "a plan or intention is goal state", Rule.PLAN_IS_GOAL
+            Action.ACCEPT,
+            Kind.EPISODE,
+            f"a {'plan' if is_plan else 'goal'} from source {source!s} is someone else's"
+            " intention: kept as an episode, never this scope's goal",
+            Rule.GOAL_SOURCE,
         )
     return None
+
+
+def _goal_key(c: Candidate, verdict: Verdict) -> Verdict:
+    """`verdict`, unless it would store on the `goal` key anything but a goal from a
+    goal source: that key is the scope's goal record, which runs are given as their
+    goal, so no earlier rule's re-kinding may leave something else there."""
+    if c.key != GOAL_KEY or not verdict.stored:
+        return verdict
+    if verdict.kind is Kind.GOAL and c.provenance.source in GOAL_SOURCES:
+        return verdict
+    return Verdict(
+        Action.REFUSE,
+        verdict.kind,
+        f"key {GOAL_KEY!r} holds this scope's goal record: only a goal from the person, the"
+        f" operator or the agent itself is kept there, not a {verdict.kind} from source"
+        f" {c.provenance.source!s}; use another key",
+        Rule.GOAL_KEY_RESERVED,
+    )
 
 
 def effective_confidence(c: Candidate) -> float:
@@ -419,7 +458,7 @@ RULES: tuple[_GateRule, ...] = (
     _subagent_terminal,
     _preference_source,
     _outcome_evidence,
-    _plan_is_goal,
+    _goal_state,
     _inferred_bar,
 )
 """The gate's rules in the order `judge` applies them; the first to decide wins."""
@@ -457,16 +496,24 @@ def judge(candidate: Candidate, rules: AgentRules, config: GateConfig = DEFAULT_
     9. ``outcome-needs-evidence`` → a candidate with a truthy ``meta["outcome"]`` from
        an untrusted source with neither `evidence` nor `provenance.reference` is kept
        as an EPISODE (a direct statement is its own evidence).
-    10. ``plan-is-goal`` → a FACT that reads as a plan (`looks_like_plan`) is ACCEPTED
-        as a GOAL. It comes after the evidence rule so that an outcome cannot escape
-        it by mentioning a next step.
+    10. ``plan-is-goal`` → a FACT that reads as a plan (`looks_like_plan`) from a goal
+        source (STATED, OPERATOR, INFERRED: `memory.goals.GOAL_SOURCES`) is ACCEPTED
+        as a GOAL. ``goal-source`` → from any other source (OBSERVED, SUBAGENT) such
+        a plan, and a GOAL, are someone else's intention: ACCEPTED as an EPISODE. It
+        comes after the evidence rule so that an outcome cannot escape it by
+        mentioning a next step.
     11. ``inferred-below-bar`` → an INFERRED FACT whose `effective_confidence` is below
         `AgentRules.inferred_bar` goes to REVIEW. With the defaults (0.5 < 0.75) every
         inferred fact is reviewed; an operator lowers the bar per agent.
     12. ``ok`` → ACCEPT as is.
+
+    Then, whichever rule decided: ``goal-key-reserved`` → a candidate keyed ``goal``
+    that would be stored as anything but a GOAL from a goal source is REFUSED. That
+    key is the scope's goal record, which a run without a goal of its own is given as
+    its goal.
     """
     for rule in RULES:
         verdict = rule(candidate, rules, config)
         if verdict is not None:
-            return verdict
-    return Verdict(Action.ACCEPT, candidate.kind, "accepted", Rule.OK)
+            return _goal_key(candidate, verdict)
+    return _goal_key(candidate, Verdict(Action.ACCEPT, candidate.kind, "accepted", Rule.OK))

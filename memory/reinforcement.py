@@ -13,6 +13,11 @@ Being loaded or searched never touches either column. Below the load bar
 (`LoadBounds.min_score`) a memory is not loaded; `decay()` writes the effective
 score back only for rows that crossed the bar, so the pass touches few rows.
 `ranking_multiplier` is the pure, bounded form the loader multiplies in.
+
+Because a down-vote can take a memory out of loading, a vote counts only where its
+voter has the right (`memory.vote_rights`): a run on what it was given, the
+operator on its tenant, no agent against a person's word. `apply_votes` enforces
+it in the same transaction and reports, and audits, every vote it refuses.
 """
 
 from __future__ import annotations
@@ -38,7 +43,19 @@ from sqlalchemy import (
 )
 
 from memory.maintenance_tables import vote_batches
-from memory.tables import ACTIVE_ROW, Timestamp, memories
+from memory.port import AuditEntry
+from memory.queries import record_audit
+from memory.records import SOURCES, Source
+from memory.tables import ACTIVE_ROW, Timestamp, audit, memories
+from memory.vote_rights import (
+    NO_RUN,
+    NOT_AN_ID,
+    Fate,
+    VoteRights,
+    VoteVerdict,
+    judge,
+    shown_id,
+)
 
 UP_STEP = 0.25
 DOWN_STEP = 0.5
@@ -95,12 +112,34 @@ class Vote:
 
 
 @dataclass(frozen=True, slots=True)
+class RefusedVote:
+    """A vote that changed nothing, and why (`memory.vote_rights`). Ids and reason only,
+    never memory content: it is safe to return, log and audit."""
+
+    memory_id: str  # as `vote_rights.shown_id` shows it
+    direction: Direction
+    voter: str
+    run_id: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "memory_id": self.memory_id,
+            "direction": self.direction.value,
+            "voter": self.voter,
+            "run_id": self.run_id,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class VoteReport:
-    up: int
+    up: int  # votes that were not refused, by direction
     down: int
     applied: int  # memories changed
-    unknown: tuple[str, ...]  # ids that are not active memories
+    unknown: tuple[str, ...]  # ids that are not active memories of the voter's tenant
     duplicate: bool = False  # the batch handle was applied before
+    refused: tuple[RefusedVote, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -109,6 +148,7 @@ class VoteReport:
             "applied": self.applied,
             "unknown": list(self.unknown),
             "duplicate": self.duplicate,
+            "refused": [r.to_json() for r in self.refused],
         }
 
 
@@ -179,13 +219,20 @@ def apply_votes(
     votes: Iterable[Vote],
     now: datetime,
     *,
+    rights: Mapping[str, VoteRights],
     handle: str = "",
     half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
 ) -> VoteReport:
-    """Apply a batch of votes in the caller's transaction, set-based.
+    """Apply the votes of a batch that count, in the caller's transaction, set-based.
 
-    One vote per (memory, voter) counts in a batch; a memory's ups and downs net
-    out. With `handle`, a batch seen before is a no-op (a redelivered message).
+    `rights` says what each voter may vote on, keyed by the vote's `run_id` (a run's
+    rights come from its record; the operator's votes name no run, so theirs sit
+    under ""). A vote whose run has no entry is refused; the others are judged by
+    `memory.vote_rights.judge`, each id looked up among the active memories of its
+    voter's tenant only (another tenant's row is never read). A refused vote changes
+    nothing; it is in the report and in the audit trail (`vote.refused`, its reason,
+    no content). One vote per (memory, voter) counts in a batch; a memory's ups and
+    downs net out. With `handle`, a batch seen before is a no-op (a redelivery).
     """
     if (
         handle
@@ -194,12 +241,33 @@ def apply_votes(
         ).first()
     ):
         return VoteReport(0, 0, 0, (), duplicate=True)
-    latest: dict[tuple[str, str], Direction] = {}
+    latest: dict[tuple[str, str], Vote] = {}
     for vote in votes:
-        latest[(vote.memory_id, vote.voter)] = vote.direction
+        latest[(vote.memory_id, vote.voter)] = vote
+    sources = _active_sources(conn, latest.values(), rights)
     net: dict[str, int] = {}
-    for (memory_id, _), direction in latest.items():
-        net[memory_id] = net.get(memory_id, 0) + (1 if direction is Direction.UP else -1)
+    unknown: set[str] = set()
+    refused: list[RefusedVote] = []
+    ups = 0
+    for vote in latest.values():
+        verdict = _judged(vote, rights.get(vote.run_id), sources)
+        if verdict.fate is Fate.REFUSED:
+            refused.append(
+                RefusedVote(
+                    shown_id(vote.memory_id),
+                    vote.direction,
+                    vote.voter,
+                    vote.run_id,
+                    verdict.reason,
+                )
+            )
+            continue
+        up = vote.direction is Direction.UP
+        ups += up
+        if verdict.fate is Fate.UNKNOWN:
+            unknown.add(vote.memory_id)
+            continue
+        net[vote.memory_id] = net.get(vote.memory_id, 0) + (1 if up else -1)
     groups: dict[int, list[str]] = {}
     for memory_id, n in net.items():
         groups.setdefault(n, []).append(memory_id)
@@ -208,11 +276,75 @@ def apply_votes(
     for n, ids in groups.items():
         for chunk in _chunks(ids):
             applied += _apply_group(conn, n, chunk, now, dialect, half_life_days)
-    known = _active_ids(conn, list(net))
+    _audit_refused(conn, refused, rights, now)
     if handle:
         conn.execute(insert(vote_batches).values(handle=handle, applied_at=now, votes=len(latest)))
-    ups = sum(1 for d in latest.values() if d is Direction.UP)
-    return VoteReport(ups, len(latest) - ups, applied, tuple(sorted(set(net) - known)))
+    counted = len(latest) - len(refused)
+    return VoteReport(ups, counted - ups, applied, tuple(sorted(unknown)), refused=tuple(refused))
+
+
+def _judged(
+    vote: Vote, rights: VoteRights | None, sources: Mapping[tuple[str, str], Source]
+) -> VoteVerdict:
+    if rights is None:
+        return NO_RUN
+    source = sources.get((rights.tenant, vote.memory_id))
+    return judge(vote.memory_id, vote.direction, source, given=rights.given)
+
+
+def _active_sources(
+    conn: Connection, votes: Iterable[Vote], rights: Mapping[str, VoteRights]
+) -> dict[tuple[str, str], Source]:
+    """`(tenant, id) → source` of the active memories the votes could reach: each id
+    is looked up in its voter's tenant only, and a run's only if it was given."""
+    wanted: dict[str, set[str]] = {}
+    for vote in votes:
+        who = rights.get(vote.run_id)
+        if who is not None and (who.given is None or vote.memory_id in who.given):
+            wanted.setdefault(who.tenant, set()).add(vote.memory_id)
+    out: dict[tuple[str, str], Source] = {}
+    for tenant, ids in wanted.items():
+        for chunk in _chunks(sorted(ids)):
+            query = select(memories.c.id, memories.c.source).where(
+                memories.c.tenant == tenant, memories.c.id.in_(chunk), ACTIVE_ROW
+            )
+            for memory_id, source in conn.execute(query):
+                out[(tenant, memory_id)] = SOURCES[source]
+    return out
+
+
+def _audit_refused(
+    conn: Connection,
+    refused: Sequence[RefusedVote],
+    rights: Mapping[str, VoteRights],
+    now: datetime,
+) -> None:
+    def tenant_of(vote: RefusedVote) -> str:
+        who = rights.get(vote.run_id)
+        return who.tenant if who is not None else ""
+
+    record_audit(
+        conn,
+        (
+            AuditEntry(
+                at=now,
+                actor=vote.voter[:_ACTOR_CHARS],
+                action="vote.refused",
+                memory_id=None if vote.memory_id == NOT_AN_ID else vote.memory_id,
+                tenant=tenant_of(vote)[:_TENANT_CHARS],
+                detail={
+                    "direction": vote.direction.value,
+                    "run": vote.run_id,
+                    "reason": vote.reason,
+                },
+            )
+            for vote in refused
+        ),
+    )
+
+
+_ACTOR_CHARS: int = audit.c.actor.type.length  # type: ignore[attr-defined]
+_TENANT_CHARS: int = audit.c.tenant.type.length  # type: ignore[attr-defined]
 
 
 def _apply_group(
@@ -231,14 +363,6 @@ def _apply_group(
     else:
         return 0
     return int(conn.execute(update(memories).where(active).values(**values)).rowcount or 0)
-
-
-def _active_ids(conn: Connection, ids: Sequence[str]) -> set[str]:
-    out: set[str] = set()
-    for chunk in _chunks(ids):
-        query = select(memories.c.id).where(memories.c.id.in_(chunk), ACTIVE_ROW)
-        out.update(conn.execute(query).scalars())
-    return out
 
 
 def decay(

@@ -29,6 +29,8 @@ from memory.forgetting import TextPlace, compact_fulltext, delete_where
 from memory.id_ranges import in_id_ranges
 from memory.reinforcement import Vote
 from memory.tables import memories
+from memory.vote_rights import VoteRights
+from workers import runs as run_records
 from workers.runtime import runtime_of
 from workers.tables import runs
 
@@ -178,16 +180,39 @@ def _purge(
 
 
 def apply_vote_batch(
-    engine: Engine, handle: str, votes: Sequence[Vote], now: datetime
+    engine: Engine, handle: str, votes: Sequence[Vote], now: datetime, *, operator_for: str = ""
 ) -> reinforcement.VoteReport:
-    """One transaction per batch; a redelivered batch (same handle) changes nothing."""
+    """One transaction per batch; a redelivered batch (same handle) changes nothing.
+
+    Whose votes count for what (`memory.vote_rights`): with `operator_for`, the votes
+    are the operator's, on any memory of that tenant (`nightshift memory vote`);
+    otherwise each vote counts only through the record of the run it names
+    (`Vote.run_id`): for the memories that run was given, in its tenant. Refused
+    votes are in the report (and the audit trail), and logged without content.
+    """
 
     @retrying()
     def work() -> reinforcement.VoteReport:
         with engine.begin() as conn:
-            return reinforcement.apply_votes(conn, votes, now, handle=handle)
+            if operator_for:
+                rights = {"": VoteRights.of_operator(operator_for)}
+            else:
+                records = run_records.given(conn, (v.run_id for v in votes if v.run_id))
+                rights = {key: VoteRights.of_run(*record) for key, record in records.items()}
+            return reinforcement.apply_votes(conn, votes, now, rights=rights, handle=handle)
 
-    return work()
+    report = work()
+    if report.refused:
+        log.warning(
+            "refused %d of a batch's votes",
+            len(report.refused),
+            extra={
+                "action": "votes.refused",
+                "handle": handle,
+                "refused": [r.to_json() for r in report.refused],
+            },
+        )
+    return report
 
 
 @contextmanager
@@ -252,7 +277,10 @@ purge_task = _task("purge")
 
 @shared_task(bind=True, name=VOTES_TASK, acks_late=True, reject_on_worker_lost=True)
 def votes(self: Task, handle: str, batch: list[dict[str, Any]]) -> dict[str, Any]:
-    """Apply a batch of votes (sent to the memory-writer queue): commit, then ack."""
+    """Apply a batch of run votes (sent to the memory-writer queue): commit, then ack.
+
+    Each vote names its run (`Vote.run_id`) and counts only for a memory that run was
+    given; the result lists the refused ones with their reasons."""
     rt = runtime_of(self.app)
     report = apply_vote_batch(rt.engine, handle, [Vote.from_json(v) for v in batch], utcnow())
     return {"handle": handle, **report.to_json()}

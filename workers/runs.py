@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -278,15 +278,30 @@ def renew(conn: Connection, key: str, owner: str, now: datetime, lease: timedelt
     return result.rowcount == 1
 
 
-def record_start(conn: Connection, key: str, *, sandbox: str, loaded_ids: Sequence[str]) -> None:
-    conn.execute(
+def record_given(conn: Connection, key: str, owner: str, memory_ids: Sequence[str]) -> bool:
+    """Record the ids of the memories the run was given, only if we still hold the run.
+
+    `finish` records them too; a run that votes records them first, before its votes
+    leave for the writer, because the writer counts a vote only for a memory in this
+    record (`given`)."""
+    result = conn.execute(
         update(runs)
-        .where(runs.c.key == key)
-        .values(
-            sandbox=sandbox,
-            loaded_ids=json.dumps(list(loaded_ids)),
+        .where(
+            runs.c.key == key, runs.c.lease_owner == owner, runs.c.status == RunStatus.RUNNING.value
         )
+        .values(loaded_ids=json.dumps(list(memory_ids)))
     )
+    return result.rowcount == 1
+
+
+def given(conn: Connection, keys: Iterable[str]) -> dict[str, tuple[str, list[str]]]:
+    """`run key → (tenant, ids of the memories it was given)` for those of `keys` that
+    have a record: what the writer checks a run's votes against."""
+    wanted = sorted(set(keys))
+    if not wanted:
+        return {}
+    query = select(runs.c.key, runs.c.tenant, runs.c.loaded_ids).where(runs.c.key.in_(wanted))
+    return {key: (tenant, json.loads(ids)) for key, tenant, ids in conn.execute(query)}
 
 
 def finish(

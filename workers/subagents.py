@@ -12,6 +12,9 @@ enqueued at once. Its result reaches the writer from the child's own run, with
 the child's Celery task id as idempotency key and provenance parent run +
 subagent, in the parent's scope. Only a succeeded child's candidates can become
 facts: the others carry their state and the gate keeps them as episodes at most.
+The `goal` a parent passes is that agent's text, not the operator's: the child's
+goal record is written with source `inferred` (`memory.goals.goal_candidate`), so
+the gate judges it as any agent's writing.
 """
 
 from __future__ import annotations

@@ -105,7 +105,10 @@ def write(
                     the run adds itself (a new goal record), each with its own receipt
 
     Every batch is idempotent by its handle, so a redelivered message changes nothing;
-    the votes are applied last, as one batch with handle `votes:<handle>`.
+    the votes are applied last, as one batch with handle `votes:<handle>`. A vote
+    counts only for a memory its run's record says it was given, and no agent's
+    down-vote silences a person's or the operator's word (`memory.vote_rights`); the
+    result lists the votes refused, with their reasons (`refused_votes`).
     """
     rt = runtime_of(self.app)
     counts: dict[str, int] = {}
@@ -114,18 +117,23 @@ def write(
         counts = receipt.counts()
     for batch in followups or ():
         writer.apply(rt, batch["handle"], [Candidate.from_json(c) for c in batch["candidates"]])
+    applied, refused = _apply_votes(rt, handle, votes or [])
     return {
         "handle": handle,
         "run": run_key,
         "counts": counts,
-        "votes": _apply_votes(rt, handle, votes or []),
+        "votes": applied,
+        "refused_votes": refused,
     }
 
 
-def _apply_votes(rt: Any, handle: str, votes: list[dict[str, Any]]) -> int:
-    """The message's votes, one batch (handle `votes:<write handle>`), after its candidates."""
+def _apply_votes(
+    rt: Any, handle: str, votes: list[dict[str, Any]]
+) -> tuple[int, list[dict[str, str]]]:
+    """The message's votes, one batch (handle `votes:<write handle>`), after its
+    candidates: how many memories they changed, and the votes refused."""
     if not votes:
-        return 0
+        return 0, []
     try:
         from memory.reinforcement import Vote
         from workers.maintenance import apply_vote_batch
@@ -134,11 +142,11 @@ def _apply_votes(rt: Any, handle: str, votes: list[dict[str, Any]]) -> int:
             "votes received; memory.reinforcement is not available, so ignored",
             extra={"action": "write.votes_ignored", "handle": handle, "votes": len(votes)},
         )
-        return 0
+        return 0, []
     report = apply_vote_batch(
         rt.engine, f"votes:{handle}", [Vote.from_json(v) for v in votes], utcnow()
     )
-    return report.applied
+    return report.applied, [r.to_json() for r in report.refused]
 
 
 @shared_task(bind=True, name="nightshift.reap", acks_late=True)

@@ -70,3 +70,32 @@ def bulk(ctx: RunContext) -> AgentResult:
             reference=f"bulk#{j}",
         )
     return AgentResult(summary=f"remembered {count}")
+
+
+def voter(ctx: RunContext) -> AgentResult:
+    """Votes down the memory id in its payload. Refused, it goes round `ctx.vote` (as
+    code running in the worker could) so the vote reaches the writer's own check."""
+    from workers.agents import Vote, VoteRefused
+
+    memory_id = str(ctx.trigger.payload["memory_id"])
+    try:
+        ctx.vote(memory_id, "down")
+    except VoteRefused as error:
+        ctx.votes.append(Vote(memory_id, "down"))
+        return AgentResult(summary=f"refused: {error}")
+    return AgentResult(summary="voted")
+
+
+def planter(ctx: RunContext) -> AgentResult:
+    """Passes on what a feed said, as observed content, and reports the goal it was given."""
+    said = str(ctx.trigger.payload.get("feed", ""))
+    if said:
+        ctx.remember(said, source="observed", reference="feed#1", key="goal")
+        ctx.remember(said, source="observed", reference="feed#2")
+    return AgentResult(summary=f"goal: {ctx.goal}")
+
+
+def spawner(ctx: RunContext) -> AgentResult:
+    """Starts a `helper` subagent with the goal in its payload."""
+    ctx.spawn("helper", name="h1", goal=str(ctx.trigger.payload["goal"]))
+    return AgentResult(summary="asked a helper")

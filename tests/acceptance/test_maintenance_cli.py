@@ -15,8 +15,10 @@ from memory.reinforcement import Direction, Vote
 from memory.store import Store
 from memory.tables import audit, memories
 from tests.acceptance.harness import System
+from workers import runs
 from workers.app import create_app
 from workers.maintenance import VOTES_TASK
+from workers.runs import RunRequest
 from workers.settings import Settings
 from workers.sharding import write_queue
 
@@ -70,8 +72,10 @@ def test_maintain_vote_and_forget_from_the_command_line(system: System) -> None:
     assert done["counts"]["merged"] == 1
     assert sorted([now[first], now[duplicate]]) == [Status.ACTIVE, Status.SUPERSEDED]
 
+    elsewhere = system.cli("memory", "vote", pager, "down", "--tenant", "other")
+    assert elsewhere.returncode == 3 and "no memory" in elsewhere.stderr + elsewhere.stdout
     for voter in ("operator:a", "operator:b"):
-        voted = ok(system, "memory", "vote", pager, "down", "--voter", voter)
+        voted = ok(system, "memory", "vote", pager, "down", "--tenant", "acme", "--voter", voter)
     assert voted["score"] == 0.0
     assert pager not in Store(system.engine).load(ANA, goal="billing pager").ids
 
@@ -132,11 +136,19 @@ def test_beat_sends_expire_and_purge_to_the_maintenance_worker(system: System) -
 
 
 def test_vote_batches_travel_through_the_writer_queue_once(system: System) -> None:
-    _, _, pager = seed(system, days_ago=1)
+    first, _, pager = seed(system, days_ago=1)
+    with system.engine.begin() as conn:  # run r9 was given the pager memory, not the first
+        runs.create(conn, [RunRequest(key="r9", agent="triage", tenant="acme")], datetime.now(UTC))
+        runs.claim(conn, "r9", "w", datetime.now(UTC), timedelta(minutes=1))
+        runs.record_given(conn, "r9", "w", [pager])
     settings = Settings.from_env(system.env)
     app = create_app(settings)
     queue = write_queue("acme", settings.writer_shards)  # the tenant's writer shard
-    batch = [Vote(pager, Direction.DOWN, "run:triage", "r9").to_json()]
+    batch = [
+        Vote(pager, Direction.DOWN, "run:triage", "r9").to_json(),
+        Vote(first, Direction.DOWN, "run:triage", "r9").to_json(),  # not given to r9
+        Vote(first, Direction.DOWN, "run:other", "").to_json(),  # names no run
+    ]
     system.start("writer")
     try:
         # The same batch delivered twice (a broker redelivery) applies once.
@@ -147,7 +159,15 @@ def test_vote_batches_travel_through_the_writer_queue_once(system: System) -> No
     finally:
         app.close()
     assert [(r["applied"], r["duplicate"]) for r in results] == [(1, False), (0, True)]
+    refused = results[0]["refused"]
+    assert [(r["memory_id"], r["run_id"]) for r in refused] == [(first, "r9"), (first, "")]
+    assert "was not given to this run" in refused[0]["reason"]
+    assert "names no run" in refused[1]["reason"]
     with system.engine.connect() as conn:
-        score = conn.execute(select(memories.c.score).where(memories.c.id == pager)).scalar_one()
+        scores = dict(conn.execute(select(memories.c.id, memories.c.score)).all())
         handles = conn.execute(select(vote_batches.c.handle)).scalars().all()
-    assert score == 0.5 and handles == ["votes:r9"]
+        audited = conn.execute(
+            select(audit.c.memory_id).where(audit.c.action == "vote.refused")
+        ).scalars()
+        assert list(audited) == [first, first]
+    assert (scores[pager], scores[first]) == (0.5, 1.0) and handles == ["votes:r9"]

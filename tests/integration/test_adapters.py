@@ -19,10 +19,12 @@ from sqlalchemy import event
 
 from memory import engine as engine_module
 from memory.records import Candidate, Kind, Provenance, Scope, Source
+from memory.reinforcement import Vote, VoteReport
 from tests.acceptance.harness import FakeChat, chat_calls, chat_text
 from workers import runs, schema
 from workers.agents import AgentResult, RunContext
 from workers.lifecycle import Outcome, execute
+from workers.maintenance import apply_vote_batch
 from workers.runs import RunRequest, RunStatus
 from workers.runtime import Runtime
 from workers.sandbox import leftovers
@@ -40,11 +42,13 @@ def now() -> datetime:
 
 
 class Writer:
-    """Records write messages and applies them to the store like the writer task does."""
+    """Records write messages and applies them to the store like the writer task does:
+    candidates, follow-up batches, then the votes (judged against the run's record)."""
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.messages: list[dict[str, Any]] = []
+        self.vote_reports: list[VoteReport] = []
 
     def __call__(self, handle: str, run_key: str, candidates: list[dict], **extra: Any) -> None:
         self.messages.append({"handle": handle, "candidates": candidates, **extra})
@@ -57,6 +61,11 @@ class Writer:
                 [Candidate.from_json(c) for c in batch["candidates"]],
                 handle=batch["handle"],
                 actor="w",
+            )
+        if extra.get("votes"):
+            votes = [Vote.from_json(v) for v in extra["votes"]]
+            self.vote_reports.append(
+                apply_vote_batch(self.rt.engine, f"votes:{handle}", votes, now())
             )
 
     def candidates(self) -> list[dict[str, Any]]:
@@ -204,10 +213,12 @@ tool(5, "remember", {"content": "outages follow deploys", "source": "observed",
                      "reference": "memory/" + hit["id"] + ".md"})
 refused = tool(6, "remember", {"content": "I am the operator", "source": "operator"})
 tool(7, "vote", {"memory_id": hit["id"], "direction": "up"})
+elsewhere = tool(8, "vote", {"memory_id": "0190a1b2-not-loaded", "direction": "down"})
 config = json.load(open(".mcp.json"))["mcpServers"]["nightshift-memory"]
 server.stdin.close(); server.wait()
 summary = {"names": names, "excerpt": hit["excerpt"], "read": "billing outage" in read["content"][0]["text"],
-           "refused": refused["isError"], "config": config["args"]}
+           "refused": refused["isError"], "config": config["args"],
+           "vote_elsewhere": elsewhere["content"][0]["text"] if elsewhere["isError"] else ""}
 with open(os.environ["NIGHTSHIFT_OUTBOX"], "a") as out:
     out.write(json.dumps({"type": "outcome", "summary": json.dumps(summary)}) + "\\n")
 """
@@ -228,7 +239,10 @@ def test_command_agent_uses_the_memory_tools_over_mcp(
     assert summary["excerpt"] == "INC-1 billing outage on Monday"
     assert summary["read"] is True
     assert summary["refused"] is True  # validated as the outbox is: no claiming the operator
-    assert summary["config"] == ["-m", "workers.adapters.mcp"]
+    assert summary["config"] == ["-P", "-m", "workers.adapters.mcp"]
+    assert summary["vote_elsewhere"].startswith(
+        "vote refused: memory 0190a1b2-not-loaded was not given to this run"
+    )
     [candidate] = writer.candidates()
     assert candidate["content"] == "outages follow deploys"
     billing = next(m for m in rt.store.show(scope("mcp")) if "billing outage" in m.content)

@@ -13,8 +13,9 @@ from memory.records import Status
 from memory.reinforcement import Direction, Vote
 from memory.store import Store
 from memory.tables import memories
+from memory.vote_rights import VoteRights
 from tests.clock import Clock
-from tests.integration.test_maintenance_support import candidate, insert_active
+from tests.integration.test_maintenance_support import ANA, candidate, insert_active
 from workers.maintenance import run_job
 
 pytestmark = pytest.mark.integration
@@ -112,7 +113,8 @@ def test_decay_job_goes_by_ranges(store: Store, clock: Clock) -> None:
         ids = list(conn.execute(select(memories.c.id)).scalars())
     with store.engine.begin() as conn:
         down = [Vote(i, Direction.DOWN, "run:a") for i in ids[::3]]
-        reinforcement.apply_votes(conn, down, clock(), handle="votes")
+        operator = {"": VoteRights.of_operator(ANA.tenant)}
+        reinforcement.apply_votes(conn, down, clock(), rights=operator, handle="votes")
     clock.advance(days=100)  # a down-voted 0.5 halves in 90 days: under the 0.25 bar
     assert run_job(store.engine, "decay", now=clock(), dry_run=True).counts["decayed"] == 10
     assert run_job(store.engine, "decay", now=clock()).counts["decayed"] == 10

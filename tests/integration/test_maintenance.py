@@ -17,6 +17,7 @@ from memory.records import Kind, Layer, Source, Status
 from memory.reinforcement import Direction, Vote
 from memory.store import Store
 from memory.tables import memories
+from memory.vote_rights import VoteRights
 from tests.clock import Clock
 from tests.integration.test_maintenance_support import ANA, candidate, insert_active
 from workers.maintenance import one_pass_at_a_time, run_job
@@ -34,9 +35,12 @@ def row(store: Store, memory_id: str) -> Any:
         return conn.execute(select(memories).where(memories.c.id == memory_id)).mappings().one()
 
 
+OPERATOR = {"": VoteRights.of_operator(ANA.tenant)}  # votes that name no run: the operator's
+
+
 def vote(store: Store, votes: list[Vote], handle: str = "") -> reinforcement.VoteReport:
     with store.engine.begin() as conn:
-        return reinforcement.apply_votes(conn, votes, store.clock(), handle=handle)
+        return reinforcement.apply_votes(conn, votes, store.clock(), rights=OPERATOR, handle=handle)
 
 
 def loaded_ids(store: Store) -> set[str]:

@@ -215,7 +215,7 @@ def test_why_prints_what_a_run_was_given_and_what_it_wrote(store: Store) -> None
             conn, [runs.RunRequest(key=key, agent="triage", tenant="acme", user="ana")], now
         )
         runs.claim(conn, key, "me", now, timedelta(minutes=1))
-        runs.record_start(conn, key, sandbox="/tmp/x", loaded_ids=given.ids)
+        runs.record_given(conn, key, "me", given.ids)
         runs.finish(
             conn,
             key,

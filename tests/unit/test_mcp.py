@@ -117,3 +117,25 @@ def test_remember_and_vote_append_lines_the_outbox_reader_accepts(
     found = outbox.read(tmp_path / outbox.OUTBOX_NAME)
     assert found.refused == ()
     assert [type(line).__name__ for line in found.lines] == ["RememberLine", "VoteLine"]
+
+
+def test_a_vote_on_a_memory_not_loaded_for_the_run_is_refused_with_the_reason(
+    server: Server, tmp_path: Path
+) -> None:
+    result = call(server, "vote", {"memory_id": "0190a1b2-victim", "direction": "down"})
+    assert result["isError"] is True
+    assert "vote refused: memory 0190a1b2-victim was not given to this run" in text(result)
+    assert (tmp_path / outbox.OUTBOX_NAME).read_bytes() == b""
+
+
+def test_the_persons_word_cannot_be_voted_down_from_the_sandbox(
+    server: Server, tmp_path: Path
+) -> None:
+    (tmp_path / "memory" / "m3.md").write_text(
+        "---\nid: m3\nkind: fact\nsource: stated\n---\nsource: observed (in the content)\n"
+    )
+    down = call(server, "vote", {"memory_id": "m3", "direction": "down"})
+    assert down["isError"] is True and "the person's word (source stated)" in text(down)
+    assert call(server, "vote", {"memory_id": "m3", "direction": "up"})["isError"] is False
+    found = outbox.read(tmp_path / outbox.OUTBOX_NAME)
+    assert [(line.memory_id, line.direction) for line in found.lines] == [("m3", "up")]  # type: ignore[union-attr]

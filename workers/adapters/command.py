@@ -46,15 +46,25 @@ from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, ClassVar
 
+import memory
+import workers
 from memory.secrets import redact
 from workers.adapters import mcp, outbox
 from workers.adapters.landlock import Ruleset
-from workers.agents import AgentResult, AgentTimedOut, RunContext, SandboxViolation
+from workers.agents import (
+    AgentResult,
+    AgentTimedOut,
+    RunContext,
+    SandboxViolation,
+    VoteRefused,
+)
 
 if TYPE_CHECKING:
     from workers.settings import Settings
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]  # workers/
+PACKAGE_DIRS = tuple(  # workers/ and memory/: the MCP server imports both
+    str(Path(path).resolve()) for package in (workers, memory) for path in package.__path__
+)
 WORKDIR = "work"  # the program's sandbox, inside the run's sandbox directory
 OUTPUT_TAIL = 2000
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -107,8 +117,8 @@ class CommandAgent:
 
     def _readable(self) -> list[str]:
         # The program itself, the interpreter prefix for agents written in Python, and
-        # this package (not under the prefix in an editable install) for the MCP server.
-        return [self.argv[0], sys.prefix, sys.base_prefix, str(PACKAGE_DIR)]
+        # our packages (not under the prefix in an editable install) for the MCP server.
+        return [self.argv[0], sys.prefix, sys.base_prefix, *PACKAGE_DIRS]
 
     def _run(self, ctx: RunContext, work: Path, output: IO[bytes], ruleset: Ruleset | None) -> int:
         env = {
@@ -172,7 +182,8 @@ def apply_outbox(ctx: RunContext, found: outbox.Outbox) -> AgentResult:
                 evidence=line.evidence,
             )
         elif isinstance(line, outbox.VoteLine):
-            ctx.vote(line.memory_id, line.direction)
+            with suppress(VoteRefused):  # the context keeps the reason; the run is partial
+                ctx.vote(line.memory_id, line.direction)
         elif isinstance(line, outbox.SpawnLine):
             try:
                 ctx.spawn(line.agent, name=line.name, goal=line.goal, payload=line.payload)

@@ -74,7 +74,9 @@ TOOLS = [
     ),
     _tool(
         "vote",
-        "Up-vote a memory you checked and found true, down-vote one you found wrong.",
+        "Up-vote a memory you checked and found true, down-vote one you found wrong. Only"
+        " memories given to this run (in the brief or found with the tools); the person's and"
+        " the operator's word (source stated, operator) cannot be down-voted.",
         {"id": _STR, "direction": {"type": "string", "enum": ["up", "down"]}},
         ["id", "direction"],
     ),

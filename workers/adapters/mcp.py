@@ -5,7 +5,7 @@ that read project configuration, in `.mcp.json` in its working directory) and
 starts it as a stdio MCP server:
 
     {"mcpServers": {"nightshift-memory": {"command": "/…/python",
-                                          "args": ["-m", "workers.adapters.mcp"]}}}
+                                          "args": ["-P", "-m", "workers.adapters.mcp"]}}}
 
 The server runs inside the agent's sandbox, under its Landlock rules and clean
 environment, so it knows exactly what the agent may know and nothing more:
@@ -15,7 +15,10 @@ environment, so it knows exactly what the agent may know and nothing more:
   It has no database credentials and cannot widen the run's view.
 - `remember(...)` and `vote(memory_id, direction)` append a line to the run's
   outbox (`$NIGHTSHIFT_OUTBOX`) after validating it exactly as the outbox reader
-  will; after the run the writer's gate still decides what becomes memory.
+  will; after the run the writer's gate still decides what becomes memory. A vote
+  on a memory that was not projected for this run, or a down-vote on the person's
+  or the operator's word, is refused here with the reason (`memory.vote_rights`,
+  the rule the run and the writer apply again).
 
 The transport is MCP's stdio transport: JSON-RPC 2.0, one message per line.
 Implemented: `initialize`, `ping`, `tools/list`, `tools/call`; notifications are
@@ -33,6 +36,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from memory.records import SOURCES, Source
+from memory.vote_rights import Fate
+from memory.vote_rights import judge as judge_vote
 from workers.adapters import outbox
 
 PROTOCOL_VERSION = "2025-06-18"
@@ -84,7 +90,10 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "vote",
-        "description": "Vote a loaded memory up (still true) or down (wrong or stale).",
+        "description": (
+            "Vote a loaded memory up (still true) or down (wrong or stale). Only memories"
+            " loaded for this run; the person's and the operator's word cannot be down-voted."
+        ),
         "inputSchema": {
             "type": "object",
             "properties": {"memory_id": _STRING, "direction": {"enum": ["up", "down"]}},
@@ -146,14 +155,37 @@ class MemoryTools:
         return "proposed; the memory writer's gate decides after the run"
 
     def vote(self, args: dict[str, Any]) -> str:
-        self._append({"type": "vote", **args})
-        return f"vote {args.get('direction')} recorded"
+        raw, line = self._checked({"type": "vote", **args})
+        assert isinstance(line, outbox.VoteLine)
+        projected = {p.stem for p in self.folder.glob("*.md")} if self.folder.is_dir() else set()
+        source = self._source(line.memory_id) if line.memory_id in projected else None
+        verdict = judge_vote(line.memory_id, line.direction, source, given=projected)
+        if verdict.fate is Fate.REFUSED:
+            raise ToolError(f"vote refused: {verdict.reason}")
+        self._write(raw)
+        return f"vote {line.direction} recorded"
+
+    def _source(self, memory_id: str) -> Source | None:
+        """The `source:` of a projected memory's front matter."""
+        text = (self.folder / f"{memory_id}.md").read_text(encoding="utf-8", errors="replace")
+        header = text[4 : text.find("\n---\n", 4)] if text.startswith("---\n") else ""
+        for field in header.splitlines():
+            name, _, value = field.partition(": ")
+            if name == "source" and value in SOURCES:
+                return SOURCES[value]
+        return None
 
     def _append(self, line: dict[str, Any]) -> None:
+        self._write(self._checked(line)[0])
+
+    def _checked(self, line: dict[str, Any]) -> tuple[bytes, outbox.OutboxLine]:
         raw = json.dumps(line, ensure_ascii=False).encode()
         checked = outbox.parse(raw)
         if checked.refused:
             raise ToolError(checked.refused[0].removeprefix("line 1: "))
+        return raw, checked.lines[0]
+
+    def _write(self, raw: bytes) -> None:
         with open(self.outbox_path, "ab") as handle:
             handle.write(raw + b"\n")
 
@@ -240,8 +272,12 @@ def _error(request_id: Any, code: int, message: str) -> dict[str, Any]:
 
 
 def command() -> list[str]:
-    """The command line that starts this server with the worker's own interpreter."""
-    return [sys.executable, "-m", "workers.adapters.mcp"]
+    """The command line that starts this server with the worker's own interpreter.
+
+    `-P`: the server starts in the sandbox, whose `memory/` folder (the projected
+    files) would otherwise shadow the `memory` package it imports, and where the
+    agent could plant a `workers/` of its own."""
+    return [sys.executable, "-P", "-m", "workers.adapters.mcp"]
 
 
 def main() -> None:

@@ -15,7 +15,9 @@ the reason, and the good lines still count (the run then ends `partial`).
   preference · instruction (default fact); `source` observed or inferred (default
   inferred) — an agent cannot claim to be the person or the operator; `layer`
   private · shared · agent (default private). The writer's gate still decides.
-- `vote`: `direction` up or down, for a memory id the run was given.
+- `vote`: `direction` up or down, for a memory id the run was given; a vote on
+  any other id, or a down-vote on a `stated` or `operator` memory, is refused
+  (`memory.vote_rights`) and the run ends `partial`.
 - `spawn`: starts a subagent run (see `workers.subagents`).
 - `outcome`: at most one; the last one wins. `summary` is the run's summary,
   `tried` and `evidence` its goal attempt.

@@ -3,7 +3,7 @@
     nightshift maintain consolidate --tenant acme --dry-run   # print the plan
     nightshift maintain expire --ttl "default=90;episode=30"
     nightshift memory forget --tenant acme --subject ana --as person:ana --reason "asked"
-    nightshift memory vote 3f2a… down
+    nightshift memory vote 3f2a… down --tenant acme
 
 Long jobs draw a progress bar (one step per tenant) on a terminal; every command
 prints a summary, or JSON with `--json`.
@@ -275,6 +275,14 @@ def _print_report(report: ForgetReport) -> None:
 @click.argument("memory_id")
 @click.argument("direction", type=click.Choice([d.value for d in Direction]))
 @click.option(
+    "--tenant",
+    required=True,
+    envvar="NIGHTSHIFT_TENANT",
+    show_envvar=True,
+    callback=not_empty,
+    help="The tenant the memory belongs to; the operator votes within it only.",
+)
+@click.option(
     "--voter",
     default=lambda: f"operator:{os.environ.get('USER') or 'operator'}",
     envvar="NIGHTSHIFT_VOTER",
@@ -283,20 +291,32 @@ def _print_report(report: ForgetReport) -> None:
 )
 @json_option
 @pass_context
-def vote_cmd(obj: Context, memory_id: str, direction: str, voter: str, as_json: bool) -> None:
-    """Reinforce (up) or weaken (down) a memory you checked."""
+def vote_cmd(
+    obj: Context, memory_id: str, direction: str, tenant: str, voter: str, as_json: bool
+) -> None:
+    """Reinforce (up) or weaken (down) a memory of TENANT you checked, as the operator.
+
+    Any memory of the tenant, the person's statements included: the operator's vote
+    is the operator's word. A run's votes reach only what the run was given.
+    """
     rt = connect(obj)
     with rt.engine.connect() as conn:
         row = conn.execute(
-            select(memories.c.tenant, memories.c.score, memories.c.status).where(
-                memories.c.id == memory_id
+            select(memories.c.score, memories.c.status).where(
+                memories.c.id == memory_id, memories.c.tenant == tenant
             )
         ).first()
     if row is None:
-        raise InvalidInput(f"no memory {memory_id!r}: see `nightshift memory show`")
+        raise InvalidInput(
+            f"no memory {memory_id!r} in tenant {tenant!r}: see `nightshift memory show`"
+        )
     now = utcnow()
     report = apply_vote_batch(
-        rt.engine, f"vote:cli:{uuid.uuid4()}", [Vote(memory_id, Direction(direction), voter)], now
+        rt.engine,
+        f"vote:cli:{uuid.uuid4()}",
+        [Vote(memory_id, Direction(direction), voter)],
+        now,
+        operator_for=tenant,
     )
     with rt.engine.begin() as conn:
         conn.execute(
@@ -305,7 +325,7 @@ def vote_cmd(obj: Context, memory_id: str, direction: str, voter: str, as_json: 
                 actor=voter,
                 action=f"vote.{direction}",
                 memory_id=memory_id,
-                tenant=row.tenant,
+                tenant=tenant,
                 detail=json.dumps({"applied": report.applied}),
             )
         )

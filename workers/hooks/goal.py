@@ -35,7 +35,12 @@ class GoalHook(Hook):
         if run.goal == self._current_text(state):
             return
         goal = goal_candidate(
-            state.scope, run.goal, run_key=run.key, agent=run.agent, schedule=run.schedule
+            state.scope,
+            run.goal,
+            run_key=run.key,
+            agent=run.agent,
+            schedule=run.schedule,
+            parent_run=run.parent_key,  # a subagent's goal is its parent agent's word
         )
         state.followups.append(
             {"handle": receipt_handle("goal", run.key), "candidates": [goal.to_json()]}

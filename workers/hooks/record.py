@@ -51,7 +51,7 @@ class RecordHook(Hook):
             write_handle=state.write_handle,
             summary=redact(state.result.summary),
             error=state.error,
-            loaded_ids=state.loaded.ids,
+            loaded_ids=state.given_ids,
             # The run's goal attempt; the next run in the scope reads it (workers.attempts).
             tried=redact(state.result.tried or state.result.summary or state.error),
             evidence=redact(state.result.evidence),

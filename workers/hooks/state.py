@@ -65,6 +65,12 @@ class RunState:
     def loaded_count(self) -> int:
         return len(self.loaded.hot) + len(self.loaded.ranked)
 
+    @property
+    def given_ids(self) -> list[str]:
+        """What the run record keeps as given: the load, and what the agent searched or
+        read on demand (`RunContext.given_ids`)."""
+        return self.ctx.given_ids if self.ctx is not None else self.loaded.ids
+
     def latest_attempts(self) -> tuple[Attempt, ...]:
         """The scope's latest attempts at its goal (`workers.attempts`), read once."""
         if self._attempts is None:
@@ -76,6 +82,7 @@ class RunState:
         if self.agent is None or self.ctx is None:
             raise RuntimeError("no agent or context: a hook that sets them is missing")
         self.result = self.agent(self.ctx) or AgentResult()
+        self.problems.extend(self.ctx.refused_votes)  # a refused vote is never silent
         self.problems.extend(self.result.problems)
 
     def candidates(self) -> Sequence[Candidate]:

@@ -7,19 +7,26 @@ marked with that state, and the gate keeps anything but a success as an episode
 at most (`workers.subagents.as_subagent_result`).
 
 The idempotency key defaults to `<run key>:<key or content hash>`, so a re-run of
-the same key writes nothing new.
+the same key writes nothing new. A run that votes records what it was given on
+its row before the message leaves: the writer counts each vote against that
+record (`memory.vote_rights`), and would otherwise race the record hook.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 
+from memory.engine import autocommit, retrying
 from memory.records import Candidate, Source, content_hash
 from memory.storable import HANDLE_CHARS
+from workers import runs
 from workers.hooks import Hook
 from workers.hooks.state import RunState
 from workers.runs import RunStatus, fit
 from workers.subagents import as_subagent_result, parent_agent
+
+log = logging.getLogger(__name__)
 
 KEEPS_OUTPUT = frozenset({RunStatus.SUCCEEDED, RunStatus.PARTIAL})
 
@@ -44,6 +51,8 @@ class WriteBackHook(Hook):
             ]
         if not (candidates or votes or state.followups):
             return
+        if votes:
+            _record_given(state)
         handle = receipt_handle("write", state.key)
         state.submit(
             handle,
@@ -66,6 +75,17 @@ class WriteBackHook(Hook):
         if state.status not in KEEPS_OUTPUT:
             return []
         return [with_idempotency(as_agent_output(c), state.key) for c in state.candidates()]
+
+
+@retrying()
+def _record_given(state: RunState) -> None:
+    with autocommit(state.rt.engine) as conn:
+        if not runs.record_given(conn, state.key, state.owner, state.given_ids):
+            log.warning(
+                "lost the lease before recording what the run was given; its votes will"
+                " be judged against an older record",
+                extra={"action": "run.lease_lost", "run_key": state.key},
+            )
 
 
 def receipt_handle(prefix: str, run_key: str) -> str:
