@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from memory.records import Candidate
 from schedules import fires
 from workers import runs, schema
+from workers.cli import main_group
 from workers.lifecycle import execute
 from workers.runs import RunRequest, RunStatus
 from workers.runtime import Runtime
@@ -233,3 +235,18 @@ def test_an_agent_cannot_speak_as_the_person_or_the_operator(rt: Runtime) -> Non
     assert {c.meta["claimed_source"] for c in candidates} == {"stated", "operator"}
     receipt = rt.store.apply(candidates, handle="write:impostor@1", actor="writer")
     assert [d.outcome.value for d in receipt.decisions] == ["refused", "review"]
+
+
+def test_runs_list_is_runs_with_summaries_cut_visibly(rt: Runtime) -> None:
+    enqueue(rt, "r-long")
+    with rt.engine.begin() as conn:
+        assert runs.claim(conn, "r-long", "w1", T0, LEASE)
+        long = "handled 40 new (" + ", ".join(f"INC-{i}" for i in range(40)) + ")"
+        assert runs.finish(conn, "r-long", "w1", T0, status=RunStatus.SUCCEEDED, summary=long)
+    url = rt.engine.url.render_as_string(hide_password=False)
+    listed = CliRunner().invoke(main_group, ["--database-url", url, "runs", "list"])
+    bare = CliRunner().invoke(main_group, ["--database-url", url, "runs"])
+    assert listed.exit_code == 0, listed.output
+    assert listed.output == bare.output
+    [row] = [line for line in listed.output.splitlines() if line.startswith("r-long")]
+    assert row.endswith("…") and "handled 40 new (INC-0, INC-1" in row

@@ -6,6 +6,7 @@ import json
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -115,20 +116,42 @@ def trigger(
         )
 
 
+def _run_filters(command: Callable[..., None]) -> Callable[..., None]:
+    """The options `runs` and `runs list` share."""
+    for option in (
+        json_option,
+        click.option("--schedule", default="", help="Only runs fired by this schedule."),
+        click.option("--agent", default="", help="Only runs of this agent."),
+        click.option("--limit", default=20, show_default=True, type=click.IntRange(0, MAX_ROWS)),
+    ):
+        command = option(command)
+    return command
+
+
 @main_group.group("runs", invoke_without_command=True)
-@click.option("--limit", default=20, show_default=True, type=click.IntRange(0, MAX_ROWS))
-@click.option("--agent", default="")
-@click.option("--schedule", default="")
-@json_option
+@_run_filters
 @click.pass_context
 def list_runs(
     click_ctx: click.Context, limit: int, agent: str, schedule: str, as_json: bool
 ) -> None:
-    """Recent runs, newest first (`nightshift runs tree RUN_KEY` for one run's subagents)."""
+    """Recent runs, newest first (also `runs list`; `runs tree RUN_KEY` for one run's
+    subagents)."""
     if click_ctx.invoked_subcommand is not None:
         return
     obj = click_ctx.find_object(Context)
     assert obj is not None, "the root group sets the context"
+    _print_runs(obj, limit, agent, schedule, as_json)
+
+
+@list_runs.command("list")
+@_run_filters
+@pass_context
+def runs_list(obj: Context, limit: int, agent: str, schedule: str, as_json: bool) -> None:
+    """Recent runs, newest first."""
+    _print_runs(obj, limit, agent, schedule, as_json)
+
+
+def _print_runs(obj: Context, limit: int, agent: str, schedule: str, as_json: bool) -> None:
     rt = connect(obj)
     with rt.engine.connect() as conn:
         found = runs.recent(conn, limit=limit, agent=agent, schedule=schedule)
@@ -145,12 +168,18 @@ def list_runs(
                 len(r.loaded_ids),
                 r.candidates,
                 f"{r.duration.total_seconds():.2f}s" if r.duration else "-",
-                (r.summary or r.error)[:60],
+                _shortened(r.summary or r.error),
             ]
             for r in found
         ],
         empty="no runs yet",
     )
+
+
+def _shortened(text: str, width: int = 60) -> str:
+    """One line of at most `width` characters; a cut ends in an ellipsis."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1].rstrip() + "…"
 
 
 @list_runs.command("tree")
@@ -179,7 +208,7 @@ def _node_json(node: subagents.TreeNode) -> dict[str, Any]:
 def _node_lines(node: subagents.TreeNode, indent: str) -> list[str]:
     run = node.run
     label = f"{run.subagent} · " if run.subagent else ""
-    detail = (run.summary or run.error)[:60]
+    detail = _shortened(run.summary or run.error)
     lines = [f"{indent}{label}{run.key} [{run.agent}] {run.status.value}  {detail}".rstrip()]
     for child in node.children:
         lines += _node_lines(child, indent + "  ")
