@@ -197,7 +197,11 @@ def review_queue_depth(rt: Runtime) -> int:
         return int(conn.execute(query).scalar_one())
 
 
-def report(rt: Runtime, app: Celery, now: datetime, *, max_write_lag: float = 300.0) -> Report:
+def report(
+    rt: Runtime, app: Celery, clock: Callable[[], datetime], *, max_write_lag: float = 300.0
+) -> Report:
+    """Every check, in order. The clock is read after the workers answered (that
+    takes up to their timeout), so a lease that lapsed meanwhile reads as lapsed."""
     checks = [probe("database", lambda: database(rt)), probe("broker", lambda: broker(app))]
     try:
         here = serving.identity(rt.engine) if checks[0].ok else None
@@ -209,6 +213,7 @@ def report(rt: Runtime, app: Celery, now: datetime, *, max_write_lag: float = 30
         checks.append(Check("workers", False, f"{type(error).__name__}: {error}"))
     db_ok = checks[0].ok
     if db_ok:
+        now = clock()
         checks.append(probe("leading beat", lambda: leading_beat(rt, now)))
         lag = oldest_pending_write(rt, now)
         checks.append(

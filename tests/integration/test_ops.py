@@ -51,7 +51,7 @@ def finished_demo_run(rt: Runtime, key: str) -> None:
 
 def test_report_names_what_is_down_and_is_unhealthy_without_consumers(rt: Runtime) -> None:
     app = create_app(rt.settings)
-    report = health.report(rt, app, datetime.now(UTC))
+    report = health.report(rt, app, lambda: datetime.now(UTC))
     by_name = {c.name: c for c in report.checks}
     assert by_name["database"].ok and by_name["broker"].ok
     assert by_name["broker"].value == {"runs": 0, "memory.write": 0, "maintenance": 0}
@@ -63,7 +63,7 @@ def test_pending_write_ages_until_the_writer_applies_it(rt: Runtime) -> None:
     later = datetime.now(UTC) + timedelta(minutes=10)
     lag = health.oldest_pending_write(rt, later)
     assert lag is not None and 590 < lag < 610
-    report = health.report(rt, create_app(rt.settings), later, max_write_lag=300)
+    report = health.report(rt, create_app(rt.settings), lambda: later, max_write_lag=300)
     assert not {c.name: c for c in report.checks}["pending writes"].ok
 
 
@@ -112,3 +112,19 @@ def test_status_names_the_leading_beat_and_notices_its_lease_lapse(rt: Runtime) 
     assert check.ok and check.value == "beat-a@host"
     lapsed = health.leading_beat(rt, now + timedelta(seconds=40))
     assert not lapsed.ok and "lapsed 30s ago" in lapsed.detail
+
+
+def test_report_reads_the_clock_after_the_workers_answered(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asking the workers takes up to their timeout; a lease that lapsed meanwhile
+    must not read as live because the time was taken before."""
+    order: list[str] = []
+    monkeypatch.setattr(health, "consumers", lambda app, here: order.append("workers") or [])
+
+    def clock() -> datetime:
+        order.append("clock")
+        return datetime.now(UTC)
+
+    health.report(rt, create_app(rt.settings), clock)
+    assert order == ["workers", "clock"]

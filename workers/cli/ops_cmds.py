@@ -28,7 +28,9 @@ def status(obj: Context, max_write_lag: float, as_json: bool) -> None:
 
     settings = obj.settings
     rt = Runtime(settings)
-    found = health.report(rt, create_app(settings), datetime.now(UTC), max_write_lag=max_write_lag)
+    found = health.report(
+        rt, create_app(settings), lambda: datetime.now(UTC), max_write_lag=max_write_lag
+    )
     if as_json:
         emit_json(found.to_json())
     else:
