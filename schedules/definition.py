@@ -43,6 +43,11 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MAX_PAYLOAD_BYTES = 64 * 1024
 """The largest payload, as compact JSON, a schedule may carry to each run."""
 
+MAX_PAYLOAD_DEPTH = 64
+"""How deeply lists and mappings may nest in a run's payload (a schedule's or an
+event's). What walks a payload (encoding it, redacting secrets) recurses; a payload
+a few hundred levels deep would fail there, in beat or a worker, not where it came in."""
+
 MIN_HEARTBEAT = timedelta(seconds=1)
 
 _UNUSABLE_ZONES = frozenset({"localtime", "Factory", "posixrules"})
@@ -212,6 +217,8 @@ def _normalised_payload(payload: Any) -> dict[str, Any]:
         raise DefinitionError("payload", f"payload must be a mapping, got {type(payload).__name__}")
     if not all(isinstance(key, str) for key in payload):
         raise DefinitionError("payload", "payload keys must be strings")
+    if nesting_depth(payload, MAX_PAYLOAD_DEPTH) > MAX_PAYLOAD_DEPTH:
+        raise DefinitionError("payload", f"payload nests deeper than {MAX_PAYLOAD_DEPTH} levels")
     try:
         encoded = json.dumps(dict(payload), allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
@@ -222,6 +229,23 @@ def _normalised_payload(payload: Any) -> dict[str, Any]:
         )
     result: dict[str, Any] = json.loads(encoded)  # a deep copy the caller cannot mutate
     return result
+
+
+def nesting_depth(value: Any, stop: int) -> int:
+    """How deeply mappings and lists nest in `value` (a scalar is 0, `{"a": []}` is 2),
+    counted without recursion; the count stops just past `stop`."""
+    deepest, stack = 0, [(value, 0)]
+    while stack and deepest <= stop:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _enum(kind: type[enum.StrEnum], value: Any, name: str) -> Any:

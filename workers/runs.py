@@ -23,6 +23,7 @@ from sqlalchemy import Connection, Text, and_, bindparam, delete, func, or_, sel
 from memory.dialect import insert_ignoring_conflicts
 from memory.secrets import redact, redact_json
 from memory.storable import unstorable
+from schedules.definition import MAX_PAYLOAD_DEPTH, nesting_depth
 from workers.tables import runs
 
 RUN_KEY_CHARS: int = runs.c.key.type.length  # type: ignore[attr-defined]
@@ -74,6 +75,10 @@ def payload_text(payload: Any) -> str:
     return json.dumps(payload) if unstorable(text) else text
 
 
+class PayloadTooDeepError(ValueError):
+    """A trigger's payload nests deeper than `MAX_PAYLOAD_DEPTH`: refused at the door."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunRequest:
     """Everything needed to start a run; what beat, events and the CLI enqueue."""
@@ -93,6 +98,10 @@ class RunRequest:
     subagent: str = ""  # the subagent's name within its parent
 
     def __post_init__(self) -> None:
+        if nesting_depth(self.payload, MAX_PAYLOAD_DEPTH) > MAX_PAYLOAD_DEPTH:
+            raise PayloadTooDeepError(
+                f"payload nests deeper than {MAX_PAYLOAD_DEPTH} levels; nothing was enqueued"
+            )
         # Secrets in an event's payload or a goal are never kept (the run row, the
         # broker's message, the sandbox's trigger.json): the agent gets the marker.
         object.__setattr__(self, "payload", redact_json(self.payload))

@@ -139,6 +139,9 @@ def test_a_long_event_id_still_makes_one_run(tmp_path: Path) -> None:
         ("x" * 70_000, "larger than 65536 bytes"),
         ("{not json", "not valid JSON"),
         ("[1, 2]", "must be a JSON object"),
+        ("null", "must be a JSON object"),
+        ('{"a":' * 65 + "1" + "}" * 65, "nests deeper than 64 levels"),
+        ("[" * 20_000 + "]" * 20_000, "nests deeper than 64 levels"),  # past the decoder's depth
     ],
 )
 def test_bad_payloads_are_refused(tmp_path: Path, payload: str, message: str) -> None:

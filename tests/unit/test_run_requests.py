@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
-from workers.runs import RunRequest
+import pytest
+
+from schedules.definition import MAX_PAYLOAD_DEPTH, nesting_depth
+from workers.runs import PayloadTooDeepError, RunRequest
 
 
 def test_secrets_in_a_payload_or_a_goal_are_never_kept() -> None:
@@ -30,3 +34,24 @@ def test_secrets_in_a_payload_or_a_goal_are_never_kept() -> None:
         "ok": True,
     }
     assert "Sup3rS3cret" not in str(request.row(datetime(2026, 12, 4, tzinfo=UTC)))
+
+
+def nested(levels: int) -> dict[str, Any]:
+    payload: dict[str, Any] = {"leaf": 1}
+    for _ in range(levels - 1):
+        payload = {"a": payload}
+    return payload
+
+
+def test_a_payload_nested_past_the_limit_is_refused_before_anything_walks_it() -> None:
+    assert nesting_depth(nested(MAX_PAYLOAD_DEPTH), MAX_PAYLOAD_DEPTH) == MAX_PAYLOAD_DEPTH
+    RunRequest(key="k", agent="feed", tenant="acme", payload=nested(MAX_PAYLOAD_DEPTH))
+    for levels in (MAX_PAYLOAD_DEPTH + 1, 5_000):  # 5,000: past Python's recursion limit
+        with pytest.raises(PayloadTooDeepError, match="nests deeper than 64 levels"):
+            RunRequest(key="k", agent="feed", tenant="acme", payload=nested(levels))
+
+
+def test_nesting_depth_counts_lists_and_mappings_alike() -> None:
+    assert nesting_depth({}, 64) == 1 and nesting_depth(3, 64) == 0
+    assert nesting_depth({"a": [1, {"b": []}], "c": "x"}, 64) == 4
+    assert nesting_depth([[[[[]]]]], 2) == 3  # stops just past `stop`

@@ -16,6 +16,7 @@ import click
 from memory.records import Scope
 from memory.storable import scope_problems
 from memory.store import MAX_ROWS
+from schedules.definition import MAX_PAYLOAD_DEPTH, nesting_depth
 from workers import runs, subagents
 from workers.agents import UnknownAgentError, resolve
 from workers.app import create_app
@@ -224,10 +225,15 @@ def _read_payload(path: Path | None, limit: int) -> dict[str, Any]:
             f"payload {path} is larger than {limit} bytes "
             "(NIGHTSHIFT_MAX_PAYLOAD_BYTES); send a reference instead"
         )
+    too_deep = InvalidInput(f"payload {path} nests deeper than {MAX_PAYLOAD_DEPTH} levels")
     try:
         payload = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise InvalidInput(f"payload {path} is not valid JSON: {error}") from None
+    except RecursionError:  # the decoder recurses: this is far deeper than the limit
+        raise too_deep from None
+    if nesting_depth(payload, MAX_PAYLOAD_DEPTH) > MAX_PAYLOAD_DEPTH:
+        raise too_deep
     if not isinstance(payload, dict):
         raise InvalidInput(f"payload {path} must be a JSON object, not {type(payload).__name__}")
     return payload

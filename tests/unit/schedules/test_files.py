@@ -130,6 +130,15 @@ def test_payload_is_copied_to_plain_json() -> None:
     assert schedule.payload == {"items": [1, 2]}
 
 
+def test_a_payload_nested_past_the_limit_names_the_field() -> None:
+    payload: dict[str, Any] = {"leaf": 1}
+    for _ in range(5_000):  # past Python's recursion limit: no RecursionError escapes
+        payload = {"a": payload}
+    with pytest.raises(DefinitionError, match="nests deeper than 64 levels") as caught:
+        make(payload=payload)
+    assert caught.value.field == "payload"
+
+
 RECORD_ERRORS = [
     (lambda: Cron("61 * * * *"), "expression", "invalid cron expression '61 * * * *': minute must be 0-59"),
     (lambda: Cron("0 24 * * *"), "expression", "hour must be 0-23"),
