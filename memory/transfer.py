@@ -188,7 +188,7 @@ def refresh_statistics(engine: Engine, report: ImportReport) -> None:
 def _header(first: tuple[int, str]) -> str:
     try:
         header = json.loads(first[1])
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         header = None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise ImportFormatError(f"line 1: not a nightshift tenant export (expected {FORMAT})")
@@ -201,7 +201,7 @@ def _record(
     try:
         record = json.loads(line)
         name, row = record["table"], record["row"]
-    except (json.JSONDecodeError, KeyError, TypeError) as error:
+    except (json.JSONDecodeError, KeyError, TypeError, RecursionError) as error:
         raise ImportFormatError(f"line {number}: not an export record ({error})") from None
     if name not in tables:
         raise ImportFormatError(f"line {number}: unknown table {name!r}")

@@ -111,6 +111,13 @@ def test_a_damaged_file_is_refused_with_its_line_and_imports_nothing(tmp_path: P
         other.engine.begin() as conn,
     ):
         import_tenant(conn, ["{}"])
+    deep = "[" * 20_000 + "]" * 20_000  # past the JSON decoder's recursion limit
+    for where, damaged in ((1, [deep]), (2, [lines[0], deep])):
+        with (
+            pytest.raises(ImportFormatError, match=f"line {where}: not a"),
+            other.engine.begin() as conn,
+        ):
+            import_tenant(conn, damaged)
 
 
 def test_an_import_leaves_postgresql_knowing_the_tables_new_size(tmp_path: Path) -> None:

@@ -66,6 +66,7 @@ def test_serve_answers_requests_line_by_line_and_ignores_notifications(server: S
     ("line", "code"),
     [
         ("{not json", -32700),
+        ("[" * 20_000 + "]" * 20_000, -32700),  # past the decoder's recursion limit
         ('["a list"]', -32600),
         ('{"jsonrpc": "2.0", "id": 3, "method": "resources/list"}', -32601),
         ('{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": [1]}', -32602),
@@ -117,6 +118,13 @@ def test_remember_and_vote_append_lines_the_outbox_reader_accepts(
     found = outbox.read(tmp_path / outbox.OUTBOX_NAME)
     assert found.refused == ()
     assert [type(line).__name__ for line in found.lines] == ["RememberLine", "VoteLine"]
+
+
+def test_an_outbox_line_nested_past_the_decoders_limit_is_refused_by_number() -> None:
+    deep = b"[" * 8_000 + b"]" * 8_000  # within the line limit, past the recursion limit
+    found = outbox.parse(b'{"type":"remember","content":"ok","source":"observed"}\n' + deep)
+    assert found.refused == ("line 2: not JSON (nested too deeply)",)
+    assert len(found.lines) == 1
 
 
 def test_a_vote_on_a_memory_not_loaded_for_the_run_is_refused_with_the_reason(

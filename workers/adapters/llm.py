@@ -248,6 +248,6 @@ def _call_tool(tools: dict[str, Handler], call: dict[str, Any]) -> dict[str, Any
         if name not in tools:
             raise ValueError(f"unknown tool {name!r}")
         result: Any = {"untrusted_data": tools[name](args)}
-    except (ValueError, KeyError, TypeError) as error:
+    except (ValueError, KeyError, TypeError, RecursionError) as error:
         result = {"error": f"{type(error).__name__}: {error}"}
     return {"role": "tool", "tool_call_id": call.get("id", ""), "content": json.dumps(result)}

@@ -232,6 +232,8 @@ class Server:
             message = json.loads(line)
         except json.JSONDecodeError as error:
             return _error(None, -32700, f"parse error: {error.msg}")
+        except RecursionError:
+            return _error(None, -32700, "parse error: nested too deeply")
         if not isinstance(message, dict) or not isinstance(message.get("method"), str):
             return _error(message.get("id") if isinstance(message, dict) else None, -32600,
                           "invalid request: a JSON object with a 'method' is expected")  # fmt: skip

@@ -140,6 +140,8 @@ def _problem(line: bytes) -> str:
         value = json.loads(line)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         return f"not JSON ({error.__class__.__name__}: {str(error)[:80]})"
+    except RecursionError:
+        return "not JSON (nested too deeply)"
     if not isinstance(value, dict):
         return f"a JSON object is expected, not {type(value).__name__}"
     if value.get("type") not in ("remember", "vote", "spawn", "outcome"):
