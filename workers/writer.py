@@ -23,7 +23,9 @@ OPERATOR_HANDLE_PREFIX = "cli:"
 """Handles of writes submitted by the operator's `nightshift memory write`."""
 
 
-def apply(rt: Any, handle: str, candidates: Sequence[Candidate]) -> WriteReceipt:
+def apply(
+    rt: Any, handle: str, candidates: Sequence[Candidate], *, run_key: str = ""
+) -> WriteReceipt:
     rules_for = from_path(rt.settings.agent_rules)
     actor = "operator-cli" if handle.startswith(OPERATOR_HANDLE_PREFIX) else "writer"
     receipt = rt.store.apply(candidates, handle=handle, actor=actor, rules_for=rules_for)
