@@ -57,9 +57,10 @@ class Writer:
         self.messages.append({"handle": handle, "candidates": candidates, **extra})
         batches = [(handle, candidates)] if candidates else []
         batches += [(b["handle"], b["candidates"]) for b in extra.get("followups", ())]
+        person = writer.person_of_run(self.rt, run_key)
         for batch_handle, batch in batches:
             found = [Candidate.from_json(c) for c in batch]
-            self.receipts.append(writer.apply(self.rt, batch_handle, found, run_key=run_key))
+            self.receipts.append(writer.apply(self.rt, batch_handle, found, acting_for=person))
         if extra.get("votes"):
             votes = [Vote.from_json(v) for v in extra["votes"]]
             self.vote_reports.append(

@@ -76,7 +76,6 @@ def decisions(writer: Writer) -> list[Decision]:
     return [d for r in writer.receipts if r.handle.startswith("write:") for d in r.decisions]
 
 
-@pytest.mark.xfail(strict=True, reason="the leak: the agent layer takes it at once")
 def test_a_private_run_for_ana_leaves_nothing_bobs_run_can_load(rt: Runtime) -> None:
     _, writer = run_for(rt, "ana@1", "ana", notes=[DIAGNOSIS])
     [decision] = decisions(writer)
@@ -88,7 +87,6 @@ def test_a_private_run_for_ana_leaves_nothing_bobs_run_can_load(rt: Runtime) -> 
     assert waiting.id == decision.memory_id
 
 
-@pytest.mark.xfail(strict=True, reason="the leak: the agent layer takes it at once")
 def test_a_run_cannot_forge_that_it_acted_for_nobody(rt: Runtime) -> None:
     _, writer = run_for(rt, "ana@forge", "ana", notes=[DIAGNOSIS], forge=True)
     [decision] = decisions(writer)
@@ -107,7 +105,6 @@ def test_what_ana_keeps_for_herself_is_still_hers(rt: Runtime) -> None:
     assert bob_was_given == []
 
 
-@pytest.mark.xfail(strict=True, reason="the leak: the agent layer takes it at once")
 def test_an_approved_write_reaches_every_user_of_the_agent(rt: Runtime) -> None:
     run_for(rt, "ana@3", "ana", notes=["the clinic moved to Elm Row"])
     [waiting] = rt.store.pending_review(AGENT_LAYER)
