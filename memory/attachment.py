@@ -18,11 +18,21 @@ agent and an optional `default` table for agents it does not name::
     write_layers = ["agent", "tenant"]
     user_memory_from = ["private", "shared"]
     inferred_bar = 0.6
+    publish_from_user_runs = ["agent"]   # what it learns for one person, everyone gets
 
 Fields: `reads`, `writes` (booleans), `read_layers`, `write_layers` (lists of
 ``private``/``shared``/``agent``/``tenant``), `user_memory_from` (list of trigger
-origins whose runs may read the person's layers), `inferred_bar` (0–1). Anything
+origins whose runs may read the person's layers), `inferred_bar` (0–1),
+`publish_from_user_runs` (list of ``agent``/``tenant``; default none). Anything
 else is an error that names the file and the field.
+
+`publish_from_user_runs` is the opt-in for a run acting for a person (a run with a
+user) to write a layer other people read without review. By default what such a
+run writes to the agent or tenant layer waits in the review queue (receipt rule
+``cross-user-layer``) until an operator approves it: Ana's run must not put Ana's
+diagnosis into Bob's runs. List a layer only for an agent whose every write there
+is meant for everyone (an announcer, a runbook keeper); it must also be in
+`write_layers`.
 """
 
 from __future__ import annotations
@@ -34,9 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from memory.policy import AgentRules
+from memory.policy import PUBLIC_LAYERS, AgentRules
 from memory.records import Layer
 
 
@@ -55,6 +65,16 @@ class _Rules(BaseModel):
     )
     user_memory_from: list[str] = Field(default_factory=lambda: ["private"])
     inferred_bar: float = Field(default=0.75, ge=0.0, le=1.0)
+    publish_from_user_runs: list[Layer] = Field(default_factory=list)
+
+    @field_validator("publish_from_user_runs")
+    @classmethod
+    def _read_by_others(cls, layers: list[Layer]) -> list[Layer]:
+        if personal := [layer.value for layer in layers if layer not in PUBLIC_LAYERS]:
+            raise ValueError(
+                f"{', '.join(personal)} is a person's own layer; list only agent or tenant"
+            )
+        return layers
 
     def to_rules(self) -> AgentRules:
         return AgentRules(
@@ -64,6 +84,7 @@ class _Rules(BaseModel):
             readable_layers=frozenset(self.read_layers),
             user_memory_from=frozenset(self.user_memory_from),
             inferred_bar=self.inferred_bar,
+            publish_from_user_runs=frozenset(self.publish_from_user_runs),
         )
 
 
@@ -107,7 +128,7 @@ def _strict_layers(data: Mapping[str, Any]) -> Any:
         if not isinstance(rules, Mapping):
             return rules
         out = dict(rules)
-        for name in ("read_layers", "write_layers"):
+        for name in ("read_layers", "write_layers", "publish_from_user_runs"):
             if isinstance(out.get(name), list):
                 out[name] = [Layer(x) if x in set(Layer) else x for x in out[name]]
         return out

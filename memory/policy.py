@@ -69,6 +69,7 @@ class Rule(StrEnum):
     GOAL_SOURCE = "goal-source"
     GOAL_KEY_RESERVED = "goal-key-reserved"
     INFERRED_BELOW_BAR = "inferred-below-bar"
+    CROSS_USER_LAYER = "cross-user-layer"
     OK = "ok"
 
 
@@ -92,6 +93,11 @@ DIRECT_SOURCES = frozenset({Source.STATED, Source.OPERATOR})
 UNTRUSTED_SOURCES = frozenset({Source.OBSERVED, Source.INFERRED, Source.SUBAGENT})
 PERSONAL_LAYERS = frozenset({Layer.PRIVATE, Layer.SHARED})
 """The layers that belong to one person; the person may always write their own."""
+PUBLIC_LAYERS = frozenset({Layer.AGENT, Layer.TENANT})
+"""The layers every caller of an agent, or everyone in the tenant, reads."""
+SOMEONE = "\x00someone"
+"""`Provenance.acting_for` of a run whose record the writer could not read: it acted
+for a person, but which is unknown. No user holds a NUL (`memory.storable`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +106,9 @@ class AgentRules:
 
     The default writes PRIVATE, SHARED and AGENT and reads everything: TENANT
     conventions reach every user of the tenant, so only an operator grants them.
+    A run acting for a person writes AGENT or TENANT without review only when the
+    layer is in `publish_from_user_runs` (default: neither): what it learnt for
+    Ana would otherwise be loaded into Bob's runs.
     `user_memory_from` names the trigger origins (e.g. ``"private"`` for a direct
     message, not ``"channel"``) whose runs may read the user-scoped layers.
     `inferred_bar` is per agent because how far to trust an agent's own conclusions
@@ -112,14 +121,20 @@ class AgentRules:
     readable_layers: frozenset[Layer] = frozenset(Layer)
     user_memory_from: frozenset[str] = frozenset({"private"})
     inferred_bar: float = 0.75
+    publish_from_user_runs: frozenset[Layer] = frozenset()
 
     def __post_init__(self) -> None:
         # Coerce, so that rules parsed from a settings file may use plain strings/sets.
-        for name in ("writable_layers", "readable_layers"):
+        for name in ("writable_layers", "readable_layers", "publish_from_user_runs"):
             object.__setattr__(self, name, frozenset(Layer(x) for x in getattr(self, name)))
         object.__setattr__(self, "user_memory_from", frozenset(self.user_memory_from))
         if not 0.0 <= self.inferred_bar <= 1.0:
             raise ValueError(f"inferred_bar {self.inferred_bar!r} must be between 0 and 1")
+        if personal := sorted(self.publish_from_user_runs - PUBLIC_LAYERS):
+            raise ValueError(
+                f"publish_from_user_runs names {', '.join(personal)}: only agent and tenant"
+                " are read by other people (a person's own layers need no permission)"
+            )
 
     @classmethod
     def default(cls) -> AgentRules:
@@ -197,7 +212,8 @@ def _stored_texts(c: Candidate) -> Iterator[tuple[str, str]]:
         yield "meta", text
 
 
-_PROVENANCE_FIELDS = tuple(f.name for f in dataclasses.fields(Provenance))
+_PROVENANCE_FIELDS = tuple(f.name for f in dataclasses.fields(Provenance) if f.name != "acting_for")
+"""The provenance the store keeps: not `acting_for`, the writer's note to the gate."""
 _PROVENANCE_VALUES = operator.attrgetter(*_PROVENANCE_FIELDS)
 
 
@@ -417,6 +433,37 @@ def _goal_key(c: Candidate, verdict: Verdict) -> Verdict:
     )
 
 
+def _cross_user(c: Candidate, rules: AgentRules, verdict: Verdict) -> Verdict:
+    """`verdict`, unless it would store what a run acting for one person wrote where
+    other people read: another person's own layers (REFUSED: never sideways), or
+    AGENT or TENANT without the operator's word or the agent's opt-in (REVIEW)."""
+    person = c.provenance.acting_for
+    if not person or not verdict.stored:
+        return verdict
+    scope = c.scope
+    if scope.user:
+        if scope.user == person or person == SOMEONE:
+            return verdict
+        return Verdict(
+            Action.REFUSE,
+            verdict.kind,
+            "a run acting for one person may not write another person's layers",
+            Rule.CROSS_USER_LAYER,
+        )
+    layer = scope.layer
+    if c.provenance.source is Source.OPERATOR or layer in rules.publish_from_user_runs:
+        return verdict
+    also = f"; it also waits for {verdict.rule}" if verdict.action is Action.REVIEW else ""
+    return Verdict(
+        Action.REVIEW,
+        verdict.kind,
+        f"written by a run acting for a person to the {layer} layer, which other people's"
+        f" runs read: it waits for an operator (or list {layer} in this agent's"
+        f" publish_from_user_runs){also}",
+        Rule.CROSS_USER_LAYER,
+    )
+
+
 def effective_confidence(c: Candidate) -> float:
     """The source's confidence, lowered (never raised) by a valid ``meta["confidence"]``."""
     confidence = c.provenance.confidence
@@ -507,13 +554,23 @@ def judge(candidate: Candidate, rules: AgentRules, config: GateConfig = DEFAULT_
         inferred fact is reviewed; an operator lowers the bar per agent.
     12. ``ok`` → ACCEPT as is.
 
-    Then, whichever rule decided: ``goal-key-reserved`` → a candidate keyed ``goal``
-    that would be stored as anything but a GOAL from a goal source is REFUSED. That
-    key is the scope's goal record, which a run without a goal of its own is given as
-    its goal.
+    Then, whichever rule decided, in this order:
+
+    - ``goal-key-reserved`` → a candidate keyed ``goal`` that would be stored as
+      anything but a GOAL from a goal source is REFUSED. That key is the scope's goal
+      record, which a run without a goal of its own is given as its goal.
+    - ``cross-user-layer`` → for a candidate from a run that acted for a person
+      (`Provenance.acting_for`, which the writer sets from the run's record), that
+      would be stored: another person's PRIVATE or SHARED layer is REFUSED; the
+      AGENT or TENANT layer, which other people's runs read, goes to REVIEW (the
+      reason names the earlier rule when it was one already) unless the source is
+      OPERATOR or the layer is in `AgentRules.publish_from_user_runs`. Runs with no
+      person (a tenant's cron) and writes that are no run's are not concerned.
     """
     for rule in RULES:
         verdict = rule(candidate, rules, config)
         if verdict is not None:
-            return _goal_key(candidate, verdict)
-    return _goal_key(candidate, Verdict(Action.ACCEPT, candidate.kind, "accepted", Rule.OK))
+            break
+    else:
+        verdict = Verdict(Action.ACCEPT, candidate.kind, "accepted", Rule.OK)
+    return _cross_user(candidate, rules, _goal_key(candidate, verdict))

@@ -145,6 +145,11 @@ class Provenance:
     subagent: str = ""
     schedule: str = ""
     subject: str = ""  # the person the memory is about, for forgetting by person
+    acting_for: str = ""
+    """The person the run that proposed it acted for (its user); "" for a run with no
+    person (a tenant's cron) and for a write that is not a run's (the operator's CLI).
+    Not stored. The memory writer sets it from the run's record, whatever the
+    candidate said: the write gate trusts it (`memory.policy`), so an agent cannot."""
 
     @property
     def confidence(self) -> float:

@@ -196,7 +196,11 @@ class RunContext:
         evidence: str = "",
         valid_to: datetime | None = None,
     ) -> Candidate:
-        """Propose a memory. The writer's gate decides whether it is kept."""
+        """Propose a memory. The writer's gate decides whether it is kept.
+
+        In a run for a person, ``layer="agent"`` (read by every user of this agent)
+        waits for an operator's review unless the agent's rules publish it
+        (`memory.attachment`, ``publish_from_user_runs``)."""
         candidate = Candidate(
             scope=self.scope.at(Layer(layer)),
             kind=Kind(kind),

@@ -313,6 +313,15 @@ def given(conn: Connection, keys: Iterable[str]) -> dict[str, tuple[str, list[st
     return {key: (tenant, json.loads(ids)) for key, tenant, ids in conn.execute(query)}
 
 
+def user_of(conn: Connection, key: str) -> str | None:
+    """The person run `key` acts for ("" for none), or None when it has no record:
+    what the memory writer tells the gate, rather than what the run's candidates say."""
+    found: str | None = conn.execute(
+        select(runs.c.user_id).where(runs.c.key == key)
+    ).scalar_one_or_none()
+    return found
+
+
 def finish(
     conn: Connection,
     key: str,

@@ -104,6 +104,8 @@ def write(
         followups   [{"handle": "goal:<run key>", "candidates": […]}, …]: batches
                     the run adds itself (a new goal record), each with its own receipt
 
+    Every candidate is judged as written by a run acting for the person on
+    `run_key`'s record (`writer.person_of_run`), whatever it says itself.
     Every batch is idempotent by its handle, so a redelivered message changes nothing;
     the votes are applied last, as one batch with handle `votes:<handle>`. A vote
     counts only for a memory its run's record says it was given, and no agent's
@@ -112,11 +114,15 @@ def write(
     """
     rt = runtime_of(self.app)
     counts: dict[str, int] = {}
-    if candidates:
-        receipt = writer.apply(rt, handle, [Candidate.from_json(c) for c in candidates])
-        counts = receipt.counts()
-    for batch in followups or ():
-        writer.apply(rt, batch["handle"], [Candidate.from_json(c) for c in batch["candidates"]])
+    batches = [(handle, candidates)] if candidates else []
+    batches += [(batch["handle"], batch["candidates"]) for batch in followups or ()]
+    person = writer.person_of_run(rt, run_key) if batches else ""
+    for batch_handle, batch in batches:
+        receipt = writer.apply(
+            rt, batch_handle, [Candidate.from_json(c) for c in batch], acting_for=person
+        )
+        if batch_handle == handle:
+            counts = receipt.counts()
     applied, refused = _apply_votes(rt, handle, votes or [])
     return {
         "handle": handle,

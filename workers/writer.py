@@ -5,17 +5,26 @@ one writer per scope); the store judges every candidate through the policy gate
 with the writing agent's attachment (`NIGHTSHIFT_AGENT_RULES`, see
 `memory.attachment`) and applies the batch in one transaction before the task is
 acknowledged.
+
+Whom a run acted for is read here, from the run's record (`person_of_run`), and
+set on every candidate it sent (`Provenance.acting_for`) over whatever the
+candidate said: the gate keeps a run acting for Ana from writing where Bob's runs
+read (`memory.policy`), so that fact cannot come from the agent.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from typing import Any
 
 from memory.attachment import from_path
+from memory.engine import autocommit, retrying
+from memory.policy import SOMEONE
 from memory.receipts import WriteReceipt
 from memory.records import Candidate
+from workers import runs
 
 log = logging.getLogger(__name__)
 
@@ -23,13 +32,49 @@ OPERATOR_HANDLE_PREFIX = "cli:"
 """Handles of writes submitted by the operator's `nightshift memory write`."""
 
 
-def apply(rt: Any, handle: str, candidates: Sequence[Candidate]) -> WriteReceipt:
+def apply(
+    rt: Any, handle: str, candidates: Sequence[Candidate], *, acting_for: str
+) -> WriteReceipt:
+    """Apply `candidates` under `handle`; `acting_for` is `person_of_run` of the run
+    that sent them ("" for a write that is no run's)."""
     rules_for = from_path(rt.settings.agent_rules)
     actor = "operator-cli" if handle.startswith(OPERATOR_HANDLE_PREFIX) else "writer"
-    receipt = rt.store.apply(candidates, handle=handle, actor=actor, rules_for=rules_for)
+    receipt = rt.store.apply(
+        [_acting_for(c, acting_for) for c in candidates],
+        handle=handle,
+        actor=actor,
+        rules_for=rules_for,
+    )
     log.info(
         "write %s applied",
         handle,
         extra={"action": "write.applied", "handle": handle, **receipt.counts()},
     )
     return receipt
+
+
+@retrying()
+def person_of_run(rt: Any, run_key: str) -> str:
+    """The user run `run_key` acted for, from its record: "" for a run with no person
+    and for no run at all (`run_key` empty: the operator's CLI). A run whose record is
+    gone acted for someone unknown (`memory.policy.SOMEONE`): what it wrote for other
+    people waits for review rather than passing for a tenant's run."""
+    if not run_key:
+        return ""
+    with autocommit(rt.engine) as conn:
+        user = runs.user_of(conn, run_key)
+    if user is None:
+        log.warning(
+            "no record of run %s: its writes are judged as a person's",
+            run_key,
+            extra={"action": "write.run_unknown", "run_key": run_key},
+        )
+        return SOMEONE
+    return user
+
+
+def _acting_for(candidate: Candidate, person: str) -> Candidate:
+    if candidate.provenance.acting_for == person:
+        return candidate
+    provenance = dataclasses.replace(candidate.provenance, acting_for=person)
+    return candidate.replace(provenance=provenance)

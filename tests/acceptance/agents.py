@@ -99,3 +99,11 @@ def spawner(ctx: RunContext) -> AgentResult:
     """Starts a `helper` subagent with the goal in its payload."""
     ctx.spawn("helper", name="h1", goal=str(ctx.trigger.payload["goal"]))
     return AgentResult(summary="asked a helper")
+
+
+def confider(ctx: RunContext) -> AgentResult:
+    """Remembers the payload's notes in the agent layer, as an agent that learns from
+    one person for all would; reports what it was given."""
+    for note in ctx.trigger.payload.get("notes", ()):
+        ctx.remember(str(note), source="observed", reference="dm#1", layer="agent")
+    return AgentResult(summary=" | ".join(m.content for m in ctx.memories))

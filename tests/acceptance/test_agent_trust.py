@@ -146,3 +146,27 @@ def test_an_operators_goal_is_still_the_operators(system: System, tmp_path: Path
 
     [record] = system.wait_for("the goal record", goal)
     assert (record["kind"], record["key"], record["source"]) == ("goal", "goal", "operator")
+
+
+def test_what_anas_private_run_tells_the_agent_waits_in_review_and_bob_is_given_none(
+    system: System,
+) -> None:
+    start(system, "confider=tests.acceptance.agents:confider")
+    diagnosis = "Ana's diagnosis is type 2 diabetes"
+    ana = trigger(system, "confider", "clinic", {"notes": [diagnosis]})
+    assert ana["status"] == RunStatus.SUCCEEDED.value, ana["error"]
+
+    def receipt() -> Any:
+        result = system.cli("memory", "receipt", ana["write_handle"], "--json")
+        return json.loads(result.stdout) if result.returncode == 0 else None
+
+    [decision] = system.wait_for("the writer's receipt", receipt)["decisions"]
+    assert (decision["outcome"], decision["rule"]) == ("review", "cross-user-layer")
+    bob = cli_json(system, "trigger", "confider", "--tenant", "clinic", "--user", "bob",
+                   "--origin", "private", "--wait")["run"]  # fmt: skip
+    assert bob["status"] == RunStatus.SUCCEEDED.value, bob["error"]
+    assert bob["summary"] == ""  # Bob's run was given nothing of Ana's
+    agent_layer = ("--tenant", "clinic", "--agent", "confider")
+    [waiting] = cli_json(system, "memory", "review", "list", *agent_layer)
+    assert (waiting["id"], waiting["content"]) == (decision["memory_id"], diagnosis)
+    assert cli_json(system, "memory", "load", *agent_layer, "--goal", "diagnosis")["ids"] == []

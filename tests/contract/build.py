@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from memory.records import Candidate, Kind, Provenance, Scope, Source
@@ -36,3 +37,9 @@ def candidate(
         ),
         **extra,
     )
+
+
+def acting_for(made: Candidate, person: str) -> Candidate:
+    """`made` as the memory writer passes on a run's candidate: stamped with the person
+    the run acted for, read from the run's record."""
+    return made.replace(provenance=dataclasses.replace(made.provenance, acting_for=person))

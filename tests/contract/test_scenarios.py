@@ -13,7 +13,7 @@ from memory.receipts import Outcome
 from memory.records import Kind, Scope, Source, Status
 from memory.store import Store
 from tests.clock import Clock
-from tests.contract.build import ANA, candidate
+from tests.contract.build import ANA, acting_for, candidate
 
 
 def everything_loaded(store: Store, goal: str, **kw: object) -> list[str]:
@@ -181,3 +181,39 @@ def test_a_scope_the_store_cannot_keep_refuses_its_batch_and_keeps_what_was_stor
         store.apply([candidate("x", scope=Scope("t" * 129))], handle="long", actor="writer")
     assert store.receipt("bad") is None and store.receipt("long") is None
     assert [m.content for m in store.show(ANA)] == ["Ana renews in March"]
+
+
+def test_what_a_run_for_ana_tells_the_agent_layer_waits_until_an_operator_approves(
+    store: Store,
+) -> None:
+    """The cross-user leak: Ana's diagnosis, written by her run to the agent layer,
+    would be loaded into Bob's runs of the same agent."""
+    agent_layer, bob = Scope("acme", "", "triage"), Scope("acme", "bob", "triage")
+    diagnosis = candidate("Ana's diagnosis is type 2 diabetes", scope=agent_layer)
+    hours = candidate("the clinic opens at 8", scope=agent_layer, task="r2")
+    receipt = store.apply(
+        [acting_for(diagnosis, "ana"), acting_for(hours, "ana")], handle="run-1", actor="writer"
+    )
+    assert [(d.outcome, d.rule) for d in receipt.decisions] == [
+        (Outcome.REVIEW, "cross-user-layer"),
+        (Outcome.REVIEW, "cross-user-layer"),
+    ]
+    assert everything_loaded(store, "diagnosis clinic") == []
+    assert store.load(bob, goal="diagnosis clinic").ranked == ()
+    waiting = {m.content: m for m in store.pending_review(agent_layer)}
+    assert set(waiting) == {"Ana's diagnosis is type 2 diabetes", "the clinic opens at 8"}
+    store.review(agent_layer, waiting["the clinic opens at 8"].id, approve=True, actor="op")
+    [given] = store.load(bob, goal="diagnosis clinic").ranked
+    assert given.content == "the clinic opens at 8"
+
+
+def test_an_agent_that_publishes_and_a_tenant_run_write_the_agent_layer_directly(
+    store: Store,
+) -> None:
+    agent_layer = Scope("acme", "", "triage")
+    rules = parse({"agents": {"triage": {"publish_from_user_runs": ["agent"]}}}, where="r.toml")
+    published = acting_for(candidate("the clinic opens at 8", scope=agent_layer), "ana")
+    nightly = candidate("the clinic closes at 6", scope=agent_layer, task="cron-1")
+    receipt = store.apply([published, nightly], handle="h", actor="writer", rules_for=rules)
+    assert [d.outcome for d in receipt.decisions] == [Outcome.STORED, Outcome.STORED]
+    assert len(store.show(agent_layer)) == 2

@@ -18,10 +18,11 @@ import pytest
 from sqlalchemy import event
 
 from memory import engine as engine_module
+from memory.receipts import WriteReceipt
 from memory.records import Candidate, Kind, Provenance, Scope, Source
 from memory.reinforcement import Vote, VoteReport
 from tests.acceptance.harness import FakeChat, chat_calls, chat_text
-from workers import runs, schema
+from workers import runs, schema, writer
 from workers.agents import AgentResult, RunContext
 from workers.lifecycle import Outcome, execute
 from workers.maintenance import apply_vote_batch
@@ -42,26 +43,24 @@ def now() -> datetime:
 
 
 class Writer:
-    """Records write messages and applies them to the store like the writer task does:
-    candidates, follow-up batches, then the votes (judged against the run's record)."""
+    """Records write messages and applies them as the writer task does, through
+    `workers.writer.apply`: candidates, follow-up batches (their receipts kept in
+    `receipts`), then the votes (judged against the run's record)."""
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.messages: list[dict[str, Any]] = []
+        self.receipts: list[WriteReceipt] = []
         self.vote_reports: list[VoteReport] = []
 
     def __call__(self, handle: str, run_key: str, candidates: list[dict], **extra: Any) -> None:
         self.messages.append({"handle": handle, "candidates": candidates, **extra})
-        if candidates:
-            self.rt.store.apply(
-                [Candidate.from_json(c) for c in candidates], handle=handle, actor="w"
-            )
-        for batch in extra.get("followups", ()):
-            self.rt.store.apply(
-                [Candidate.from_json(c) for c in batch["candidates"]],
-                handle=batch["handle"],
-                actor="w",
-            )
+        batches = [(handle, candidates)] if candidates else []
+        batches += [(b["handle"], b["candidates"]) for b in extra.get("followups", ())]
+        person = writer.person_of_run(self.rt, run_key)
+        for batch_handle, batch in batches:
+            found = [Candidate.from_json(c) for c in batch]
+            self.receipts.append(writer.apply(self.rt, batch_handle, found, acting_for=person))
         if extra.get("votes"):
             votes = [Vote.from_json(v) for v in extra["votes"]]
             self.vote_reports.append(

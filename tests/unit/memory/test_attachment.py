@@ -27,6 +27,7 @@ read_layers = ["agent", "tenant"]
 write_layers = ["agent", "tenant"]
 user_memory_from = ["private", "shared"]
 inferred_bar = 0.6
+publish_from_user_runs = ["agent"]
 """
 
 
@@ -40,6 +41,8 @@ def test_toml_file_attaches_agents_and_defaults_the_rest(tmp_path: Path) -> None
     announcer = rules("announcer")
     assert announcer.may_write(Layer.TENANT) and announcer.inferred_bar == 0.6
     assert not announcer.may_read(Layer.PRIVATE, "private")
+    assert announcer.publish_from_user_runs == {Layer.AGENT}
+    assert rules("checker").publish_from_user_runs == frozenset()
     assert rules("unnamed") == AgentRules.default()
 
 
@@ -58,6 +61,8 @@ def test_json_file_is_read_too(tmp_path: Path) -> None:
         ("[agents.checker]\ninferred_bar = 1.5\n", "agents.checker.inferred_bar"),
         ('[agents.checker]\nwrites = "no"\n', "agents.checker.writes"),
         ("[defaults]\n", "defaults"),
+        ('[agents.c]\npublish_from_user_runs = ["shared"]\n', "agents.c.publish_from_user_runs"),
+        ('[agents.c]\npublish_from_user_runs = ["all"]\n', "agents.c.publish_from_user_runs.0"),
     ],
 )
 def test_errors_name_the_file_and_the_field(tmp_path: Path, text: str, where: str) -> None:
