@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -84,11 +85,42 @@ class RunState:
         self.result = self.agent(self.ctx) or AgentResult()
         self.problems.extend(self.ctx.refused_votes)  # a refused vote is never silent
         self.problems.extend(self.result.problems)
+        self.problems.extend(
+            f"candidate {index} not kept: {why}"
+            for index, c in enumerate(self._proposed())
+            if (why := outside_run(c, self.run))
+        )
 
     def candidates(self) -> Sequence[Candidate]:
-        if self.ctx is None:
-            return tuple(self.result.candidates)
-        return (*self.ctx.candidates, *self.result.candidates)
+        """What the agent proposed in this run's tenant and as this run's agent; the rest
+        was named in `problems` when the agent returned."""
+        return tuple(c for c in self._proposed() if not outside_run(c, self.run))
+
+    def _proposed(self) -> Sequence[Candidate]:
+        made = (*(self.ctx.candidates if self.ctx else ()), *self.result.candidates)
+        return tuple(_as_written_by(c, self.run.agent) for c in made)
+
+
+def _as_written_by(candidate: Candidate, agent: str) -> Candidate:
+    """A candidate an agent built by hand without naming its writer is its run's."""
+    if candidate.provenance.agent:
+        return candidate
+    return candidate.replace(provenance=dataclasses.replace(candidate.provenance, agent=agent))
+
+
+def outside_run(candidate: Candidate, run: Run) -> str:
+    """Why `candidate` is not the run's to propose, or "" when it is. A run writes in
+    its own tenant, as its own agent, and into no other agent's layers: the writer
+    picks the write rules by the agent a candidate names (`memory.attachment`), so a
+    candidate built by hand as another agent's would borrow its rights."""
+    scope, agent = candidate.scope, candidate.provenance.agent
+    if scope.tenant != run.tenant:
+        return f"its scope is in tenant {scope.tenant!r}, not this run's tenant {run.tenant!r}"
+    if scope.agent and scope.agent != run.agent:
+        return f"its scope is agent {scope.agent!r}'s, not this run's agent {run.agent!r}"
+    if agent != run.agent:
+        return f"it names agent {agent!r} as its writer; this run is agent {run.agent!r}'s"
+    return ""
 
 
 @retrying()
