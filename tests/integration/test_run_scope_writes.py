@@ -36,8 +36,11 @@ def trespasser(ctx: RunContext) -> AgentResult:
             elsewhere(Scope("globex", "ana", "trespasser"), "trespasser", "in another tenant"),
             elsewhere(Scope("acme", "", "announcer"), "trespasser", "in another agent's layer"),
             elsewhere(Scope("acme", "", ""), "announcer", "with another agent's rights"),
-            Candidate(  # no writer named: the run's own
-                Scope("acme", "ana", ""), Kind.FACT, "Ana likes tea", Provenance(Source.OBSERVED)
+            Candidate(  # no writer named: the run's own; another run's id: this run's
+                Scope("acme", "ana", ""),
+                Kind.FACT,
+                "Ana likes tea",
+                Provenance(Source.OBSERVED, run_id="someone-elses@1"),
             ),
         ],
     )
@@ -57,4 +60,5 @@ def test_candidates_outside_the_runs_tenant_or_agent_are_named_and_not_sent(rt: 
     sent = writer.candidates()
     assert [c["content"] for c in sent] == ["queue depth is 12", "Ana likes tea"]
     assert {c["provenance"]["agent"] for c in sent} == {"trespasser"}
+    assert {c["provenance"]["run_id"] for c in sent} == {"trespasser@1"}
     assert rt.store.show(Scope("globex", "ana", "trespasser"), all_statuses=True) == []

@@ -98,14 +98,17 @@ class RunState:
 
     def _proposed(self) -> Sequence[Candidate]:
         made = (*(self.ctx.candidates if self.ctx else ()), *self.result.candidates)
-        return tuple(_as_written_by(c, self.run.agent) for c in made)
+        return tuple(_of_run(c, self.run) for c in made)
 
 
-def _as_written_by(candidate: Candidate, agent: str) -> Candidate:
-    """A candidate an agent built by hand without naming its writer is its run's."""
-    if candidate.provenance.agent:
+def _of_run(candidate: Candidate, run: Run) -> Candidate:
+    """The candidate as this run's: its run id is the run's key (which `memory why` and
+    a forget by run go by), and one built by hand naming no writer is the run agent's."""
+    p = candidate.provenance
+    if p.run_id == run.key and p.agent:
         return candidate
-    return candidate.replace(provenance=dataclasses.replace(candidate.provenance, agent=agent))
+    provenance = dataclasses.replace(p, run_id=run.key, agent=p.agent or run.agent)
+    return candidate.replace(provenance=provenance)
 
 
 def outside_run(candidate: Candidate, run: Run) -> str:
