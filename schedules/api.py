@@ -101,9 +101,13 @@ class Schedules:
 
     # -- reading -------------------------------------------------------------------
 
-    def all(self) -> list[AppliedSchedule]:
+    def all(
+        self, *, name_glob: str | None = None, limit: int | None = None
+    ) -> list[AppliedSchedule]:
+        """Applied schedules in name order, optionally only names matching `name_glob`
+        (shell-style `*` and `?`, case-insensitive) and only the first `limit`."""
         with self.engine.connect() as conn:
-            return catalog.all_schedules(conn)
+            return catalog.all_schedules(conn, name_glob=name_glob, limit=limit)
 
     def get(self, name: str) -> AppliedSchedule:
         with self.engine.connect() as conn:
@@ -111,14 +115,22 @@ class Schedules:
 
     def next(self, name: str, n: int = 10, after: datetime | None = None) -> list[datetime]:
         """The next `n` fires after `after` (default now), in the schedule's time zone."""
-        schedule = self.get(name).schedule
+        return self.next_for(self.get(name), n, after)
+
+    def next_for(
+        self, applied: AppliedSchedule, n: int = 10, after: datetime | None = None
+    ) -> list[datetime]:
+        """`next` for a schedule already read: no database access, so a listing of
+        many schedules costs one query, not one per schedule. Paused or not is the
+        caller's business: these are the fires the definition has."""
+        schedule = applied.schedule
         zone = zone_of(schedule)
         found = timing.next_fires(schedule, after or self.clock(), n)
         return [t.astimezone(zone) for t in found]
 
     def show(self, name: str, n: int = 10) -> Details:
         applied = self.get(name)
-        upcoming = [] if applied.paused else self.next(name, n)
+        upcoming = [] if applied.paused else self.next_for(applied, n)
         with self.engine.connect() as conn:
             not_run = fires.recent(conn, name, limit=n, skipped_only=True)
         return Details(applied, tuple(upcoming), tuple(self.runs.recent(name, n)), tuple(not_run))

@@ -151,7 +151,7 @@ OVERLAP = click.Choice([o.value for o in Overlap])
 
 
 def _row(a: AppliedSchedule, api: Schedules) -> dict[str, Any]:
-    upcoming = [] if a.paused else api.next(a.name, 1)
+    upcoming = [] if a.paused else api.next_for(a, 1)
     return {
         "name": a.name,
         "kind": a.schedule.kind,
@@ -166,12 +166,32 @@ def _row(a: AppliedSchedule, api: Schedules) -> dict[str, Any]:
 
 
 @schedules.command("list")
+@click.option(
+    "--name",
+    "name_glob",
+    metavar="GLOB",
+    help="Only names matching this shell-style pattern, case-insensitive: "
+    "'*' any characters, '?' one (e.g. 'digest-*'; without either, the exact name).",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="At most N schedules, in name order.  [default: all]",
+)
 @json_option
 @pass_context
-def list_cmd(obj: Context, as_json: bool) -> None:
+def list_cmd(obj: Context, name_glob: str | None, limit: int | None, as_json: bool) -> None:
     """Applied schedules with their next fire time (in each schedule's time zone)."""
     api = _api(obj)
-    rows = [_row(a, api) for a in api.all()]
+    found = api.all(name_glob=name_glob, limit=None if limit is None else limit + 1)
+    if limit is not None and len(found) > limit:
+        found = found[:limit]
+        click.echo(
+            f"showing the first {limit} schedules; more match (raise --limit or narrow --name)",
+            err=True,
+        )
+    rows = [_row(a, api) for a in found]
     if as_json:
         emit_json(rows)
         return
@@ -189,7 +209,9 @@ def list_cmd(obj: Context, as_json: bool) -> None:
             ]
             for r in rows
         ],
-        empty="no schedules applied (nightshift schedules apply PATH)",
+        empty=f"no applied schedule matches {name_glob!r}"
+        if name_glob is not None
+        else "no schedules applied (nightshift schedules apply PATH)",
     )
 
 

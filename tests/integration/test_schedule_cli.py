@@ -1,0 +1,97 @@
+"""`nightshift schedules …` through click's CliRunner on real SQLite and PostgreSQL:
+what an operator with many schedules and untidy folders meets."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from sqlalchemy import Engine
+
+from memory.engine import open_engine
+from schedules import catalog
+from schedules.definition import Cron, Event, Heartbeat, Schedule
+from tests.integration.sql_watch import Statements
+from workers import schema
+from workers.cli import main_group
+
+pytestmark = pytest.mark.integration
+
+T0 = datetime(2026, 3, 2, 12, tzinfo=UTC)
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    engine = open_engine(database_url)
+    schema.upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+def cli(engine: Engine, tmp_path: Path, *args: str) -> Result:
+    url = engine.url.render_as_string(hide_password=False)
+    return CliRunner().invoke(
+        main_group, ["--data-dir", str(tmp_path / "data"), "--database-url", url, *args]
+    )
+
+
+def applied(engine: Engine, *wanted: Schedule) -> None:
+    with engine.begin() as conn:
+        catalog.apply(conn, wanted, T0, prune=False)
+
+
+def many(count: int, prefix: str = "s") -> list[Schedule]:
+    triggers = (Cron("0 7 * * *", "Europe/Berlin"), Heartbeat(timedelta(minutes=5)), Event())
+    return [
+        Schedule(name=f"{prefix}{i:03d}", agent="demo", tenant="acme", trigger=triggers[i % 3])
+        for i in range(count)
+    ]
+
+
+def listed(result: Result) -> list[str]:
+    assert result.exit_code == 0, result.output
+    return [row["name"] for row in json.loads(result.stdout)]
+
+
+def test_list_reads_the_schedules_once_however_many_there_are(
+    engine: Engine, tmp_path: Path
+) -> None:
+    applied(engine, *many(3))
+    with Statements() as few:
+        assert len(listed(cli(engine, tmp_path, "schedules", "list", "--json"))) == 3
+    applied(engine, *many(40, prefix="t"))
+    with Statements() as lots:
+        assert len(listed(cli(engine, tmp_path, "schedules", "list", "--json"))) == 43
+    assert len(lots.seen) == len(few.seen)  # not one more query per schedule
+
+
+def test_list_filters_by_glob_and_limits(engine: Engine, tmp_path: Path) -> None:
+    applied(engine, *many(5, prefix="digest-"), *many(3, prefix="pulse_"))
+    assert listed(cli(engine, tmp_path, "schedules", "list", "--json", "--name", "PULSE_*")) == [
+        "pulse_000",
+        "pulse_001",
+        "pulse_002",
+    ]
+    assert listed(cli(engine, tmp_path, "schedules", "list", "--json", "--name", "*-00?")) == [
+        f"digest-{i:03d}" for i in range(5)
+    ]
+    # '_' is a name character, not LIKE's "any one character"
+    assert listed(cli(engine, tmp_path, "schedules", "list", "--json", "--name", "pulse_00")) == []
+    assert listed(cli(engine, tmp_path, "schedules", "list", "--json", "--name", "pulse_001")) == [
+        "pulse_001"
+    ]
+
+    limited = cli(engine, tmp_path, "schedules", "list", "--json", "--limit", "2")
+    assert listed(limited) == ["digest-000", "digest-001"]
+    assert "showing the first 2 schedules; more match" in limited.stderr
+    exact = cli(engine, tmp_path, "schedules", "list", "--limit", "3", "--name", "pulse*")
+    assert exact.exit_code == 0 and "more match" not in exact.stderr
+
+    none = cli(engine, tmp_path, "schedules", "list", "--name", "ghost*")
+    assert none.exit_code == 0 and "no applied schedule matches 'ghost*'" in none.stdout
+    bad = cli(engine, tmp_path, "schedules", "list", "--limit", "0")
+    assert bad.exit_code == 2 and "--limit" in bad.output
