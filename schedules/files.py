@@ -315,8 +315,10 @@ def _files_under(folder: Path) -> list[Path]:
 def load_path(path: str | Path) -> LoadResult:
     """Load every schedule from a file, or from a folder recursively.
 
-    Schedule names are global: a name seen before (in this or an earlier file, in
-    sorted order) is an error on the later definition. Never raises for content.
+    Schedule names are global: a name given twice (in one file or two) is an error on
+    each later definition naming the first, and no definition of that name is
+    returned, so applying the result leaves the stored schedule as it is. Never raises
+    for content.
     """
     root = Path(path)
     if root.is_dir():
@@ -332,7 +334,8 @@ def load_path(path: str | Path) -> LoadResult:
         return LoadResult((), (ScheduleError(str(path), None, None, None, problem),))
     schedules: list[Schedule] = []
     errors: list[ScheduleError] = []
-    seen: dict[str, str] = {}
+    first_at: dict[str, str] = {}
+    repeated: set[str | None] = set()
     for file in files:
         label = str(file)
         try:
@@ -342,14 +345,32 @@ def load_path(path: str | Path) -> LoadResult:
             continue
         for raw in entries:
             loaded = _load_entry(raw, label)
+            again = _repeated_name(raw, label, first_at)
+            if again is not None:
+                errors.append(again)
+                repeated.add(again.schedule)
             if isinstance(loaded, list):
                 errors.extend(loaded)
-            elif loaded.name in seen:
-                first = seen[loaded.name]
-                message = f"duplicate schedule name; first defined at {first}"
-                line = raw.field_lines.get("name", raw.line)
-                errors.append(ScheduleError(label, line, loaded.name, "name", message))
             else:
-                seen[loaded.name] = loaded.source
                 schedules.append(loaded)
-    return LoadResult(tuple(schedules), tuple(errors))
+    kept = tuple(s for s in schedules if s.name not in repeated)
+    return LoadResult(kept, tuple(errors))
+
+
+def _repeated_name(raw: RawSchedule, label: str, first_at: dict[str, str]) -> ScheduleError | None:
+    """An error for a name some earlier entry (valid or not) already has, naming both
+    places; the caller then applies no definition of that name, so the stored
+    schedule stays exactly as it was rather than taking whichever came first."""
+    name = raw.data.get("name") if isinstance(raw.data, dict) else None
+    if not isinstance(name, str):
+        return None
+    line = raw.field_lines.get("name", raw.line)
+    here = label if line is None else f"{label}:{line}"
+    if name not in first_at:
+        first_at[name] = here
+        return None
+    message = (
+        f"defined twice, here and at {first_at[name]}; neither definition is applied and the stored "
+        f"schedule {name!r}, if any, is left as it is: rename or remove one"
+    )
+    return ScheduleError(label, line, name, "name", message)

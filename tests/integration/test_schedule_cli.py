@@ -95,3 +95,33 @@ def test_list_filters_by_glob_and_limits(engine: Engine, tmp_path: Path) -> None
     assert none.exit_code == 0 and "no applied schedule matches 'ghost*'" in none.stdout
     bad = cli(engine, tmp_path, "schedules", "list", "--limit", "0")
     assert bad.exit_code == 2 and "--limit" in bad.output
+
+
+def stored(engine: Engine) -> dict[str, Schedule]:
+    with engine.connect() as conn:
+        return {a.name: a.schedule for a in catalog.all_schedules(conn)}
+
+
+DIGEST = '[[schedule]]\nname = "digest"\nagent = "feed-watcher"\ntenant = "acme"\ncron = "{}"\n'
+
+
+def test_a_name_defined_twice_leaves_the_stored_schedule_alone(
+    engine: Engine, tmp_path: Path
+) -> None:
+    before = Schedule(name="digest", agent="demo", tenant="acme", trigger=Cron("0 6 * * *"))
+    keep = Schedule(name="other", agent="demo", tenant="acme", trigger=Event())
+    applied(engine, before, keep)
+    folder = tmp_path / "schedules"
+    (folder / "team").mkdir(parents=True)
+    (folder / "a.toml").write_text(DIGEST.format("0 7 * * *"))
+    (folder / "team" / "b.toml").write_text("\n" + DIGEST.format("0 8 * * *"))
+
+    result = cli(engine, tmp_path, "schedules", "apply", str(folder))
+
+    assert result.exit_code == 3
+    assert "unknown agent" not in result.stderr
+    assert f"{folder / 'team' / 'b.toml'}:3: schedule 'digest': field 'name'" in result.stderr
+    assert f"here and at {folder / 'a.toml'}:2" in result.stderr
+    now = stored(engine)
+    assert now["digest"].fingerprint() == before.fingerprint()  # neither updated
+    assert set(now) == {"digest", "other"}  # nor anything pruned

@@ -633,10 +633,11 @@ def test_duplicate_names_across_files_name_both_places(tmp_path: Path) -> None:
 
     result = load_path(tmp_path)
 
-    assert [(s.name, s.agent) for s in result.schedules] == [("digest", "a")]
+    assert result.schedules == ()  # neither wins: the stored one stays as it is
     error = only_error(result)
     assert (error.file, error.line, error.field) == (str(second), 3, "name")
-    assert error.message == f"duplicate schedule name; first defined at {first}:1"
+    assert error.message.startswith(f"defined twice, here and at {first}:2; neither definition")
+    assert str(error).startswith(f"{second}:3: schedule 'digest': field 'name': ")
 
 
 def test_duplicate_names_within_a_file(tmp_path: Path) -> None:
@@ -646,9 +647,37 @@ def test_duplicate_names_within_a_file(tmp_path: Path) -> None:
         '[[schedule]]\nname = "x"\nagent = "a"\ntenant = "t"\nevent = true\n' * 2,
     )
 
-    error = only_error(load_path(path))
+    result = load_path(path)
 
-    assert (error.line, error.message) == (7, f"duplicate schedule name; first defined at {path}:1")
+    error = only_error(result)
+    assert result.schedules == ()
+    assert error.line == 7 and f"here and at {path}:2;" in error.message
+
+
+def test_a_name_given_three_times_or_first_invalid_is_never_applied(tmp_path: Path) -> None:
+    entry = '[[schedule]]\nname = "x"\nagent = "a"\ntenant = "t"\n{}\n'
+    path = write(
+        tmp_path,
+        "thrice.toml",
+        entry.format('cron = "61 * * * *"')
+        + entry.format("event = true") * 2
+        + '[[schedule]]\nname = "y"\nagent = "a"\ntenant = "t"\nevent = true\n',
+    )
+
+    result = load_path(path)
+
+    assert [s.name for s in result.schedules] == ["y"]
+    assert [(e.line, e.field) for e in result.errors] == [(5, "cron"), (7, "name"), (12, "name")]
+    assert all(f"{path}:2;" in e.message for e in result.errors[1:])
+
+
+def test_inline_tables_without_lines_still_catch_a_repeated_name(tmp_path: Path) -> None:
+    one = '{name = "x", agent = "a", tenant = "t", event = true}'
+    path = write(tmp_path, "inline.toml", f"schedule = [{one}, {one}]\n")
+
+    result = load_path(path)
+
+    assert result.schedules == () and "defined twice" in only_error(result).message
 
 
 def test_folder_is_read_recursively_in_sorted_order(tmp_path: Path) -> None:
