@@ -63,6 +63,7 @@ class ScheduleError:
 class LoadResult:
     schedules: tuple[Schedule, ...]
     errors: tuple[ScheduleError, ...]
+    skipped: tuple[str, ...] = ()  # files in the folder not read: not .toml/.yaml/.yml
 
     @property
     def ok(self) -> bool:
@@ -301,15 +302,21 @@ def _load_entry(raw: RawSchedule, label: str) -> Schedule | list[ScheduleError]:
         return [error(exc.field, exc.message)]
 
 
-def _files_under(folder: Path) -> list[Path]:
-    """Schedule files below `folder`, sorted; hidden files and folders are skipped."""
+def _files_under(folder: Path) -> tuple[list[Path], list[Path]]:
+    """Schedule files below `folder` and the other files there (not read), both
+    sorted; hidden files and folders are neither."""
     found: list[Path] = []
+    skipped: list[Path] = []
     for parent, folders, names in os.walk(folder):
         folders[:] = [d for d in folders if not d.startswith(".")]
-        found.extend(
-            Path(parent, n) for n in names if not n.startswith(".") and n.lower().endswith(SUFFIXES)
-        )
-    return sorted(found, key=lambda p: p.relative_to(folder).parts)
+        for name in names:
+            if not name.startswith("."):
+                (found if name.lower().endswith(SUFFIXES) else skipped).append(Path(parent, name))
+
+    def order(path: Path) -> tuple[str, ...]:
+        return path.relative_to(folder).parts
+
+    return sorted(found, key=order), sorted(skipped, key=order)
 
 
 def load_path(path: str | Path) -> LoadResult:
@@ -321,8 +328,9 @@ def load_path(path: str | Path) -> LoadResult:
     for content.
     """
     root = Path(path)
+    skipped: list[Path] = []
     if root.is_dir():
-        files = _files_under(root)
+        files, skipped = _files_under(root)
     elif root.is_file() and root.suffix.lower() in SUFFIXES:
         files = [root]
     else:
@@ -354,7 +362,7 @@ def load_path(path: str | Path) -> LoadResult:
             else:
                 schedules.append(loaded)
     kept = tuple(s for s in schedules if s.name not in repeated)
-    return LoadResult(kept, tuple(errors))
+    return LoadResult(kept, tuple(errors), tuple(str(p) for p in skipped))
 
 
 def _repeated_name(raw: RawSchedule, label: str, first_at: dict[str, str]) -> ScheduleError | None:

@@ -125,3 +125,57 @@ def test_a_name_defined_twice_leaves_the_stored_schedule_alone(
     now = stored(engine)
     assert now["digest"].fingerprint() == before.fingerprint()  # neither updated
     assert set(now) == {"digest", "other"}  # nor anything pruned
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {},
+        {"a.json": "{}", "notes.txt": "todo"},
+        {"README.md": "# x", "src/app.py": "", ".k.toml": ""},
+    ],
+    ids=["empty-folder", "only-json-and-txt", "some-other-folder"],
+)
+@pytest.mark.parametrize("dry_run", [False, True], ids=["apply", "dry-run"])
+def test_a_path_without_schedules_deletes_nothing_unless_allowed(
+    engine: Engine, tmp_path: Path, files: dict[str, str], dry_run: bool
+) -> None:
+    applied(engine, *many(3))
+    folder = tmp_path / "schedules"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    flags = ["--dry-run"] if dry_run else []
+
+    refused = cli(engine, tmp_path, "schedules", "apply", str(folder), *flags)
+
+    assert refused.exit_code == 3
+    assert f"no schedules found in {folder}" in refused.stderr
+    assert "would delete all 3 applied schedules" in refused.stderr
+    assert "--allow-empty" in refused.stderr
+    visible = sorted(str(folder / n) for n in files if not n.startswith("."))
+    if visible:
+        assert f"warning: skipped {len(visible)} file(s)" in refused.stderr
+        assert all(name in refused.stderr for name in visible)
+    assert len(stored(engine)) == 3
+
+    allowed = cli(engine, tmp_path, "schedules", "apply", str(folder), "--allow-empty", *flags)
+    assert allowed.exit_code == 0, allowed.output
+    assert len(stored(engine)) == (3 if dry_run else 0)
+
+
+def test_skipped_files_are_named_beside_a_good_apply(engine: Engine, tmp_path: Path) -> None:
+    folder = tmp_path / "schedules"
+    folder.mkdir()
+    (folder / "digest.toml").write_text(DIGEST.format("0 7 * * *"))
+    (folder / "pulse.jsn").write_text("{}")
+
+    result = cli(engine, tmp_path, "schedules", "apply", str(folder), "--json")
+
+    assert result.exit_code == 0, result.output
+    assert f"skipped 1 file(s) not ending in .toml, .yaml or .yml: {folder / 'pulse.jsn'}" in (
+        result.stderr
+    )
+    assert json.loads(result.stdout)["skipped_files"] == [str(folder / "pulse.jsn")]
+    assert set(stored(engine)) == {"digest"}

@@ -45,28 +45,52 @@ def schedules() -> None:
 @click.option(
     "--prune/--no-prune", default=True, help="Delete applied schedules that are not in PATH."
 )
+@click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Apply even when PATH holds no schedules, deleting every applied one.",
+)
 @json_option
 @pass_context
-def apply_cmd(obj: Context, path: Path, dry_run: bool, prune: bool, as_json: bool) -> None:
+def apply_cmd(
+    obj: Context, path: Path, dry_run: bool, prune: bool, allow_empty: bool, as_json: bool
+) -> None:
     """Make the applied schedules match the files under PATH."""
     code = apply_path(
-        connect(obj, create=True), path, dry_run=dry_run, prune=prune, as_json=as_json
+        connect(obj, create=True),
+        path,
+        dry_run=dry_run,
+        prune=prune,
+        as_json=as_json,
+        allow_empty=allow_empty,
     )
     sys.exit(code)
 
 
-def apply_path(rt: Runtime, path: Path, *, dry_run: bool, prune: bool, as_json: bool) -> int:
+def apply_path(
+    rt: Runtime, path: Path, *, dry_run: bool, prune: bool, as_json: bool, allow_empty: bool = False
+) -> int:
     """Apply `path`; print the diff and every error. Returns the exit code.
 
     A file with errors never deletes anything: its good schedules are applied,
-    pruning is skipped, and the exit code says something was wrong.
+    pruning is skipped, and the exit code says something was wrong. A PATH with no
+    schedules at all (an empty or mistyped folder, only other files) changes nothing
+    unless `allow_empty`, when pruning would otherwise delete every applied schedule.
     """
     result = _with_agent_check(load_path(path), known_agents(rt.settings.agents))
+    _warn_skipped(result.skipped)
     prune = prune and not result.errors
     with rt.engine.begin() as conn:
-        if dry_run:
-            changes = catalog.plan(conn, result.schedules, prune=prune)
-        else:
+        changes = catalog.plan(conn, result.schedules, prune=prune)
+        if not result.schedules and changes and not allow_empty:
+            click.echo(
+                f"error: no schedules found in {path}; applying it would delete all "
+                f"{len(changes)} applied schedules, so nothing was changed. Check the path, "
+                "or pass --allow-empty to delete them all.",
+                err=True,
+            )
+            return EXIT_INVALID_INPUT
+        if not dry_run:
             changes = catalog.apply(conn, result.schedules, datetime.now(UTC), prune=prune)
     if as_json:
         emit_json(
@@ -77,6 +101,7 @@ def apply_path(rt: Runtime, path: Path, *, dry_run: bool, prune: bool, as_json: 
                     {"name": c.name, "action": c.action.value, "source": c.source} for c in changes
                 ],
                 "errors": [str(e) for e in result.errors],
+                "skipped_files": list(result.skipped),
             }
         )
     else:
@@ -96,6 +121,16 @@ def apply_path(rt: Runtime, path: Path, *, dry_run: bool, prune: bool, as_json: 
         if result.errors:
             click.echo("nothing was deleted because of the errors above", err=True)
     return EXIT_INVALID_INPUT if result.errors else 0
+
+
+def _warn_skipped(skipped: tuple[str, ...]) -> None:
+    if not skipped:
+        return
+    shown = ", ".join(skipped[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
+    click.echo(
+        f"warning: skipped {len(skipped)} file(s) not ending in .toml, .yaml or .yml: {shown}",
+        err=True,
+    )
 
 
 def _with_agent_check(result: LoadResult, agents: dict[str, str]) -> LoadResult:
