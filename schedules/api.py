@@ -30,6 +30,9 @@ from schedules.policy import decide
 from schedules.ports import RunPort, RunSummary
 
 MAX_BACKFILL = 10_000
+MAX_FIRES = 1_000
+"""The most upcoming fires `next` and `show` compute: more is a mistake, and a
+large count of a sparse or never-matching schedule costs seconds per thousand."""
 
 
 class BackfillTooLargeError(ValueError):
@@ -122,7 +125,10 @@ class Schedules:
     ) -> list[datetime]:
         """`next` for a schedule already read: no database access, so a listing of
         many schedules costs one query, not one per schedule. Paused or not is the
-        caller's business: these are the fires the definition has."""
+        caller's business: these are the fires the definition has. `n` is 0 to
+        `MAX_FIRES`; anything else raises `ValueError`."""
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_FIRES:
+            raise ValueError(f"n must be a whole number from 0 to {MAX_FIRES}, got {n!r}")
         schedule = applied.schedule
         zone = zone_of(schedule)
         found = timing.next_fires(schedule, after or self.clock(), n)

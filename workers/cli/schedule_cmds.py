@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from schedules import catalog
-from schedules.api import BackfillTooLargeError, FireResult, Schedules, zone_of
+from schedules.api import MAX_FIRES, BackfillTooLargeError, FireResult, Schedules, zone_of
 from schedules.catalog import Action, AppliedSchedule, ScheduleNotFoundError
 from schedules.definition import Overlap
 from schedules.files import LoadResult, ScheduleError, load_path
@@ -183,6 +183,7 @@ class InstantType(click.ParamType):
 
 
 OVERLAP = click.Choice([o.value for o in Overlap])
+FIRES = click.IntRange(1, MAX_FIRES)
 
 
 def _row(a: AppliedSchedule, api: Schedules) -> dict[str, Any]:
@@ -252,7 +253,14 @@ def list_cmd(obj: Context, name_glob: str | None, limit: int | None, as_json: bo
 
 @schedules.command("show")
 @click.argument("name")
-@click.option("-n", "count", default=10, show_default=True, help="How many fires and runs.")
+@click.option(
+    "-n",
+    "count",
+    type=FIRES,
+    default=10,
+    show_default=True,
+    help=f"How many fires and runs (1-{MAX_FIRES}).",
+)
 @json_option
 @pass_context
 def show_cmd(obj: Context, name: str, count: int, as_json: bool) -> None:
@@ -296,7 +304,9 @@ def show_cmd(obj: Context, name: str, count: int, as_json: bool) -> None:
 
 @schedules.command("next")
 @click.argument("name")
-@click.option("-n", "count", default=10, show_default=True)
+@click.option(
+    "-n", "count", type=FIRES, default=10, show_default=True, help=f"How many (1-{MAX_FIRES})."
+)
 @json_option
 @pass_context
 def next_cmd(obj: Context, name: str, count: int, as_json: bool) -> None:
