@@ -152,9 +152,9 @@ class Heartbeat:
     timezone: str = "UTC"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.every, timedelta) or self.every <= timedelta(0):
+        if not isinstance(self.every, timedelta):
             raise DefinitionError(
-                "every", f"heartbeat interval must be positive, got {self.every!r}"
+                "every", f"heartbeat interval must be a duration, got {type(self.every).__name__}"
             )
         if self.every < MIN_HEARTBEAT:
             raise DefinitionError(
@@ -162,7 +162,8 @@ class Heartbeat:
                 f"heartbeat interval must be at least 1s, got {format_duration(self.every)}",
             )
         if not isinstance(self.jitter, timedelta) or self.jitter < timedelta(0):
-            raise DefinitionError("jitter", f"jitter must not be negative, got {self.jitter!r}")
+            got = format_duration(self.jitter) if isinstance(self.jitter, timedelta) else "?"
+            raise DefinitionError("jitter", f"jitter must not be negative, got {got}")
         if self.jitter >= self.every:
             raise DefinitionError(
                 "jitter",

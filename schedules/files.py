@@ -90,10 +90,14 @@ def parse_duration(text: str | int | float) -> timedelta:
     if isinstance(text, bool) or not isinstance(text, str | int | float):
         raise ValueError(f"invalid duration {text!r}: {_DURATION_HELP}")
     if isinstance(text, int | float):
-        if not math.isfinite(text) or text < 0:
-            raise ValueError(f"invalid duration {text!r}: must be a finite number >= 0")
+        if not math.isfinite(text):
+            raise ValueError(f"invalid duration {text!r}: must be a finite number")
+        if text < 0:
+            raise ValueError(f"invalid duration {text!r}: must not be negative")
         return _seconds(Decimal(str(text)), text)
     body = text.strip()
+    if body.startswith("-"):
+        raise ValueError(f"invalid duration {text!r}: must not be negative")
     if _PLAIN_NUMBER.match(body):  # "90", "1.5": seconds
         return _seconds(Decimal(body), text)
     total, position, last_unit = Decimal(0), 0, -1
@@ -110,7 +114,7 @@ def parse_duration(text: str | int | float) -> timedelta:
 
 def _seconds(value: Decimal, original: object) -> timedelta:
     if not value.is_finite() or value < 0:
-        raise ValueError(f"invalid duration {original!r}: must be a finite number >= 0")
+        raise ValueError(f"invalid duration {original!r}: must not be negative")
     try:
         return timedelta(microseconds=int(value * 1_000_000))
     except OverflowError:

@@ -149,8 +149,8 @@ RECORD_ERRORS = [
     (lambda: Cron("@daily", "Mars/Olympus"), "timezone", "unknown time zone 'Mars/Olympus'"),
     (lambda: Cron("@daily", "Europe/Berln"), "timezone", "did you mean 'Europe/Berlin'?"),
     (lambda: Cron("@daily", "localtime"), "timezone", "unknown time zone 'localtime'"),
-    (lambda: Heartbeat(timedelta(0)), "every", "heartbeat interval must be positive"),
-    (lambda: Heartbeat(timedelta(seconds=-5)), "every", "heartbeat interval must be positive"),
+    (lambda: Heartbeat(timedelta(0)), "every", "heartbeat interval must be at least 1s, got 0s"),
+    (lambda: Heartbeat(timedelta(seconds=-5)), "every", "heartbeat interval must be at least 1s, got -5s"),
     (lambda: Heartbeat(timedelta(milliseconds=500)), "every", "at least 1s, got 0.5s"),
     (lambda: Heartbeat(timedelta(minutes=30), timedelta(minutes=30)), "jitter",
      "jitter 30m must be shorter than the interval 30m"),
@@ -721,3 +721,29 @@ def test_unreadable_and_unsupported_paths(tmp_path: Path) -> None:
 def test_schedule_error_string_without_optional_parts() -> None:
     assert str(ScheduleError("a.toml", None, None, None, "broken")) == "a.toml: broken"
     assert str(ScheduleError("a.toml", 3, None, "cron", "bad")) == "a.toml:3: field 'cron': bad"
+
+
+@pytest.mark.parametrize(
+    ("written", "message"),
+    [
+        ('"0s"', "heartbeat interval must be at least 1s, got 0s"),
+        ("0", "heartbeat interval must be at least 1s, got 0s"),
+        ('"500ms"', "heartbeat interval must be at least 1s, got 0.5s"),
+        ('"-5s"', "invalid duration '-5s': must not be negative"),
+        ("-5", "invalid duration -5: must not be negative"),
+        ("-0.5", "invalid duration -0.5: must not be negative"),
+    ],
+)
+@pytest.mark.parametrize("suffix", ["toml", "yaml"])
+def test_a_zero_or_negative_heartbeat_names_file_line_and_field(
+    tmp_path: Path, written: str, message: str, suffix: str
+) -> None:
+    if suffix == "toml":
+        text = f'[[schedule]]\nname = "p"\nagent = "a"\ntenant = "t"\nheartbeat = {written}\n'
+    else:
+        text = f"schedules:\n  - name: p\n    agent: a\n    tenant: t\n    heartbeat: {written}\n"
+    path = write(tmp_path, f"hb.{suffix}", text)
+
+    error = only_error(load_path(path))
+
+    assert str(error) == f"{path}:5: schedule 'p': field 'heartbeat': {message}"
