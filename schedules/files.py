@@ -205,8 +205,8 @@ class _Invalid(Exception):
         self.message = message
 
 
-def _trigger(entry: _Entry) -> Trigger:
-    given = [
+def _triggers_given(entry: _Entry) -> list[str]:
+    return [
         name
         for name, value in (
             ("cron", entry.cron),
@@ -215,6 +215,10 @@ def _trigger(entry: _Entry) -> Trigger:
         )
         if value not in (None, False)
     ]
+
+
+def _trigger(entry: _Entry) -> Trigger:
+    given = _triggers_given(entry)
     if len(given) != 1:
         found = f"found {' and '.join(given)}" if given else "found none"
         raise _Invalid(
@@ -283,6 +287,66 @@ def _validation_problems(exc: ValidationError) -> Iterator[tuple[str | None, str
 # --- loading ----------------------------------------------------------------------
 
 
+Problem = tuple[str | None, str]  # (field, message)
+
+# What a faulty field is set to so that the rest of a schedule can still be checked.
+_STAND_INS: dict[str, Any] = {
+    "name": "x",
+    "agent": "x",
+    "tenant": "x",
+    "cron": "* * * * *",
+    "heartbeat": timedelta(hours=1),
+}
+
+
+def _stand_in(field: str) -> Any:
+    if field in _STAND_INS:
+        return _STAND_INS[field]
+    return _Entry.model_fields[field].get_default(call_default_factory=True)
+
+
+def _checked_entry(data: dict[str, Any]) -> tuple[_Entry | None, list[Problem]]:
+    """The entry with every field-level problem; faulty fields are left out (or
+    stood in for) on a second pass, so rules across fields can still be checked."""
+    try:
+        return _Entry.model_validate(data), []
+    except ValidationError as exc:
+        problems = list(_validation_problems(exc))
+    faulty = {field for field, _ in problems}
+    rest = {k: v for k, v in data.items() if k not in faulty}
+    rest |= {f: _STAND_INS[f] for f in faulty if f in _STAND_INS}
+    try:
+        return _Entry.model_validate(rest), problems
+    except ValidationError:
+        return None, problems
+
+
+def _built(entry: _Entry, source: str) -> tuple[Schedule | None, list[Problem]]:
+    """`_build`, reporting every rule a schedule breaks, not only the first.
+
+    A `Schedule` stops at its first problem; rather than restate each rule here, the
+    faulty field is set to a neutral value and the schedule built again, until it
+    builds or a problem cannot be set aside."""
+    problems: list[Problem] = []
+    for _ in range(len(_FIELDS) + 1):
+        try:
+            return _build(entry, source), problems
+        except _Invalid as exc:
+            if (exc.field, exc.message) in problems:
+                break
+            problems.append((exc.field, exc.message))
+            field = exc.field
+        if field is None:  # no trigger at all
+            entry = entry.model_copy(update={"event": True})
+        elif len(_triggers_given(entry)) > 1:  # one trigger too many: drop it
+            entry = entry.model_copy(update={field: None})
+        elif field in _FIELDS:
+            entry = entry.model_copy(update={field: _stand_in(field)})
+        else:
+            break
+    return None, problems
+
+
 def _load_entry(raw: RawSchedule, label: str) -> Schedule | list[ScheduleError]:
     data = raw.data
     name = data.get("name") if isinstance(data, dict) else None
@@ -296,14 +360,15 @@ def _load_entry(raw: RawSchedule, label: str) -> Schedule | list[ScheduleError]:
         return [error(*raw.problem)]
     if not isinstance(data, dict):
         return [error(None, f"a schedule must be a table of fields, got {type(data).__name__}")]
-    try:
-        entry = _Entry.model_validate(data)
-    except ValidationError as exc:
-        return [error(field, message) for field, message in _validation_problems(exc)]
-    try:
-        return _build(entry, label if raw.line is None else f"{label}:{raw.line}")
-    except _Invalid as exc:
-        return [error(exc.field, exc.message)]
+    entry, problems = _checked_entry(data)
+    schedule = None
+    if entry is not None:
+        schedule, more = _built(entry, label if raw.line is None else f"{label}:{raw.line}")
+        problems += more
+    if problems or schedule is None:
+        errors = [error(field, message) for field, message in problems]
+        return sorted(errors, key=lambda e: e.line or 0)  # in the order they are written
+    return schedule
 
 
 def _files_under(folder: Path) -> tuple[list[Path], list[Path]]:

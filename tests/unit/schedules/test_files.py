@@ -526,6 +526,63 @@ def test_several_problems_in_one_schedule_are_all_reported(tmp_path: Path) -> No
         ("tenant", 1),
         ("colour", 3),
         ("retries", 4),
+        (None, 1),  # and no trigger: also said, not left for the next attempt
+    }
+
+
+def test_every_rule_a_schedule_breaks_is_reported_with_its_line(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "bad.yaml",
+        """
+        schedules:
+          - name: pulse
+            agent: a
+            tenant: t
+            heartbeat: 0s
+            jitter: -1s
+            timezone: Mars/Olympus
+            active_hours: "08:00-08:00"
+            overlap: sometimes
+            max_runs: 0
+            start: 2026-01-02T00:00:00Z
+            end: 2026-01-01T00:00:00Z
+            retries: many
+        """,
+    )
+
+    result = load_path(path)
+
+    assert result.schedules == ()
+    assert [(e.line, e.field) for e in result.errors] == [
+        (5, "heartbeat"),
+        (6, "jitter"),
+        (7, "timezone"),
+        (8, "active_hours"),
+        (9, "overlap"),
+        (10, "max_runs"),
+        (12, "end"),
+        (13, "retries"),
+    ]
+    assert all(
+        str(e).startswith(f"{path}:{e.line}: schedule 'pulse': field ") for e in result.errors
+    )
+
+
+def test_a_bad_cron_and_a_second_trigger_are_both_reported(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "two.toml",
+        '[[schedule]]\nname = "x"\nagent = "a"\ntenant = "t"\ncron = "61 * * * *"\n'
+        'heartbeat = "5m"\ntimezone = "CET"\novrlap = "skip"\n',
+    )
+
+    result = load_path(path)
+
+    assert {(e.line, e.field) for e in result.errors} == {
+        (8, "ovrlap"),
+        (6, "heartbeat"),
+        (5, "cron"),
     }
 
 
