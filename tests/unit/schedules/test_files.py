@@ -804,3 +804,29 @@ def test_a_zero_or_negative_heartbeat_names_file_line_and_field(
     error = only_error(load_path(path))
 
     assert str(error) == f"{path}:5: schedule 'p': field 'heartbeat': {message}"
+
+
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        ("*/5 * * * *", '; quote the cron expression, e.g. cron: "*/5 * * * *"'),
+        ("* * * * *", '; quote the cron expression, e.g. cron: "*/5 * * * *"'),
+        ("*every", '; quote the cron expression, e.g. cron: "*/5 * * * *"'),
+        ("@daily", '; quote the cron expression, e.g. cron: "*/5 * * * *"'),
+    ],
+)
+def test_an_unquoted_yaml_cron_says_to_quote_it(tmp_path: Path, value: str, hint: str) -> None:
+    path = write(tmp_path, "c.yaml", f"schedules:\n  - name: p\n    agent: a\n    cron: {value}\n")
+
+    error = only_error(load_path(path))
+
+    assert error.line == 4 and error.message.startswith("YAML syntax error: ")
+    assert error.message.endswith(hint)
+
+
+def test_another_unquoted_star_value_names_its_key(tmp_path: Path) -> None:
+    path = write(tmp_path, "g.yaml", "schedules:\n  - name: p\n    goal: *important*\n")
+
+    assert only_error(load_path(path)).message.endswith(
+        "; quote the value of 'goal': YAML reads an unquoted '*' specially"
+    )
