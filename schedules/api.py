@@ -83,7 +83,9 @@ class Details:
             "definition": a.schedule.to_json(),
             "paused": a.paused,
             "pause_note": a.pause_note,
-            "last_fire": a.last_fire_at.isoformat() if a.last_fire_at else None,
+            "last_fire": a.last_fire_at.astimezone(zone_of(a.schedule)).isoformat()
+            if a.last_fire_at
+            else None,
             "runs_fired": a.runs_fired,
             "buffered_fire": a.pending_fire_at.isoformat() if a.pending_fire_at else None,
             "next_fires": [t.isoformat() for t in self.next_fires],

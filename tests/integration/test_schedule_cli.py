@@ -179,3 +179,34 @@ def test_skipped_files_are_named_beside_a_good_apply(engine: Engine, tmp_path: P
     )
     assert json.loads(result.stdout)["skipped_files"] == [str(folder / "pulse.jsn")]
     assert set(stored(engine)) == {"digest"}
+
+
+def test_dry_run_summary_says_would_change(engine: Engine, tmp_path: Path) -> None:
+    folder = tmp_path / "schedules"
+    folder.mkdir()
+    (folder / "digest.toml").write_text(DIGEST.format("0 7 * * *"))
+
+    result = cli(engine, tmp_path, "schedules", "apply", str(folder), "--dry-run")
+
+    assert result.exit_code == 0, result.output
+    assert "would create digest" in result.stdout
+    assert f"schedules from {folder}: 1 would change, 0 unchanged" in result.stdout
+    assert stored(engine) == {}
+
+
+def test_list_shows_last_and_next_fire_in_the_schedules_zone(
+    engine: Engine, tmp_path: Path
+) -> None:
+    berlin = Schedule(
+        name="digest", agent="demo", tenant="acme", trigger=Cron("0 7 * * *", "Europe/Berlin")
+    )
+    applied(engine, berlin)
+    with engine.begin() as conn:
+        catalog.record_progress(conn, [catalog.Progress("digest", last_fire_at=T0)])
+
+    rows = json.loads(cli(engine, tmp_path, "schedules", "list", "--json").stdout)
+    assert rows[0]["last_fire"] == "2026-03-02T13:00:00+01:00"  # T0 is 12:00 UTC
+    assert rows[0]["next_fire"].endswith(("+01:00", "+02:00"))
+    table = cli(engine, tmp_path, "schedules", "list").stdout
+    assert "NEXT FIRE (ITS ZONE)" in table and "LAST FIRE (ITS ZONE)" in table
+    assert "2026-03-02T13:00:00+01:00" in table

@@ -113,8 +113,9 @@ def apply_path(
                     f"{'  (' + change.source + ')' if change.source else ''}"
                 )
         unchanged = sum(c.action is Action.UNCHANGED for c in changes)
+        changed = "would change" if dry_run else "changed"
         click.echo(
-            f"schedules from {path}: {len(changes) - unchanged} changed, {unchanged} unchanged"
+            f"schedules from {path}: {len(changes) - unchanged} {changed}, {unchanged} unchanged"
         )
         for error in result.errors:
             click.echo(f"error: {error}", err=True)
@@ -188,6 +189,7 @@ FIRES = click.IntRange(1, MAX_FIRES)
 
 def _row(a: AppliedSchedule, api: Schedules) -> dict[str, Any]:
     upcoming = [] if a.paused else api.next_for(a, 1)
+    last = a.last_fire_at.astimezone(zone_of(a.schedule)) if a.last_fire_at else None
     return {
         "name": a.name,
         "kind": a.schedule.kind,
@@ -195,7 +197,7 @@ def _row(a: AppliedSchedule, api: Schedules) -> dict[str, Any]:
         "paused": a.paused,
         "pause_note": a.pause_note,
         "next_fire": upcoming[0].isoformat() if upcoming else None,
-        "last_fire": a.last_fire_at.isoformat() if a.last_fire_at else None,
+        "last_fire": last.isoformat() if last else None,
         "runs_fired": a.runs_fired,
         "source": a.schedule.source,
     }
@@ -218,7 +220,8 @@ def _row(a: AppliedSchedule, api: Schedules) -> dict[str, Any]:
 @json_option
 @pass_context
 def list_cmd(obj: Context, name_glob: str | None, limit: int | None, as_json: bool) -> None:
-    """Applied schedules with their next fire time (in each schedule's time zone)."""
+    """Applied schedules with their next and last fire times, each in the schedule's
+    own time zone (the offset is part of every time)."""
     api = _api(obj)
     found = api.all(name_glob=name_glob, limit=None if limit is None else limit + 1)
     if limit is not None and len(found) > limit:
@@ -232,7 +235,15 @@ def list_cmd(obj: Context, name_glob: str | None, limit: int | None, as_json: bo
         emit_json(rows)
         return
     emit_table(
-        ["name", "kind", "agent", "next fire", "last fire", "fired", "paused"],
+        [
+            "name",
+            "kind",
+            "agent",
+            "next fire (its zone)",
+            "last fire (its zone)",
+            "fired",
+            "paused",
+        ],
         [
             [
                 r["name"],
