@@ -27,12 +27,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from schedules.definition import (
+    ABBREVIATIONS,
     Cron,
     DefinitionError,
     Event,
     Heartbeat,
     Schedule,
     Trigger,
+    abbreviation_problem,
 )
 from schedules.file_formats import FileProblem, RawSchedule, read_schedules
 
@@ -230,6 +232,8 @@ def _trigger(entry: _Entry) -> Trigger:
             if getattr(entry, name) is not None:
                 raise _Invalid(name, f"{name} applies only to heartbeat schedules")
     zone = "UTC" if entry.timezone is None else entry.timezone
+    if zone in ABBREVIATIONS:  # tzdata has CET, EST …; new definitions name a region
+        raise _Invalid("timezone", abbreviation_problem(zone))
     if entry.cron is not None:
         return Cron(entry.cron, zone)
     if entry.heartbeat is not None:

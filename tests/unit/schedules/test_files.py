@@ -581,6 +581,7 @@ def test_a_bad_cron_and_a_second_trigger_are_both_reported(tmp_path: Path) -> No
 
     assert {(e.line, e.field) for e in result.errors} == {
         (8, "ovrlap"),
+        (7, "timezone"),
         (6, "heartbeat"),
         (5, "cron"),
     }
@@ -830,3 +831,37 @@ def test_another_unquoted_star_value_names_its_key(tmp_path: Path) -> None:
     assert only_error(load_path(path)).message.endswith(
         "; quote the value of 'goal': YAML reads an unquoted '*' specially"
     )
+
+
+@pytest.mark.parametrize(
+    ("zone", "suggested"),
+    [
+        ("CET", "Europe/Berlin"),
+        ("EST", "America/New_York"),  # tzdata's EST is -05:00 all year: no DST
+        ("EST5EDT", "America/New_York"),
+        ("PST", "America/Los_Angeles"),  # not in tzdata; was "did you mean 'MST'?"
+        ("CEST", "Europe/Berlin"),  # was "did you mean 'EST'?"
+        ("IST", "Europe/Berlin"),  # ambiguous: only the general advice
+    ],
+)
+def test_zone_abbreviations_are_refused_with_a_region_to_use(
+    tmp_path: Path, zone: str, suggested: str
+) -> None:
+    path = write(
+        tmp_path,
+        "z.toml",
+        f'[[schedule]]\nname = "x"\nagent = "a"\ntenant = "t"\ncron = "0 7 * * *"\n'
+        f'timezone = "{zone}"\n',
+    )
+
+    error = only_error(load_path(path))
+
+    assert (error.line, error.field) == (6, "timezone")
+    assert f"time zone {zone!r} is an abbreviation, not a region" in error.message
+    assert f"such as {suggested!r}" in error.message
+
+
+def test_regions_utc_and_stored_legacy_zones_still_load() -> None:
+    for zone in ("Europe/Berlin", "America/New_York", "UTC", "Etc/GMT+5"):
+        assert Cron("0 7 * * *", zone).timezone == zone
+    assert Cron("0 7 * * *", "CET").timezone == "CET"  # applied before: beat keeps firing it
