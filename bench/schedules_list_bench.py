@@ -27,13 +27,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from click.testing import CliRunner
-from sqlalchemy import insert
 
+from bench.beat_bench import insert_rows, stored_row
 from bench.runs_bench import postgres
 from memory.engine import open_engine
 from schedules.api import Schedules
 from schedules.definition import Cron, Event, Heartbeat, Schedule, Trigger
-from schedules.tables import schedules as schedules_table
 from workers import schema
 from workers.cli import main_group
 
@@ -52,23 +51,15 @@ def trigger_of(i: int) -> Trigger:
 def fill(url: str, size: int) -> None:
     engine = open_engine(url)
     schema.upgrade(engine)
-    rows = []
-    for i in range(size):
-        s = Schedule(name=f"s{i:06d}", agent="bench", tenant="acme", trigger=trigger_of(i))
-        rows.append(
-            {
-                "name": s.name,
-                "definition": json.dumps(s.to_json()),
-                "fingerprint": s.fingerprint(),
-                "kind": s.kind,
-                "revision": 1,
-                "updated_at": NOW - timedelta(hours=1),
-                "last_fire_at": NOW - timedelta(minutes=1) if i % 2 else None,
-            }
+    rows = [
+        stored_row(
+            Schedule(name=f"s{i:06d}", agent="bench", tenant="acme", trigger=trigger_of(i)),
+            NOW - timedelta(hours=1),
+            NOW - timedelta(minutes=1) if i % 2 else None,
         )
-    with engine.begin() as conn:
-        for start in range(0, len(rows), 5_000):
-            conn.execute(insert(schedules_table), rows[start : start + 5_000])
+        for i in range(size)
+    ]
+    insert_rows(engine, rows)
     engine.dispose()
 
 

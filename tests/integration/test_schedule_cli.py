@@ -4,7 +4,6 @@ what an operator with many schedules and untidy folders meets."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -12,24 +11,14 @@ import pytest
 from click.testing import CliRunner, Result
 from sqlalchemy import Engine
 
-from memory.engine import open_engine
 from schedules import catalog
 from schedules.definition import Cron, Event, Heartbeat, Schedule
 from tests.integration.sql_watch import Statements
-from workers import schema
 from workers.cli import main_group
 
 pytestmark = pytest.mark.integration
 
 T0 = datetime(2026, 3, 2, 12, tzinfo=UTC)
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    engine = open_engine(database_url)
-    schema.upgrade(engine)
-    yield engine
-    engine.dispose()
 
 
 def cli(engine: Engine, tmp_path: Path, *args: str) -> Result:
