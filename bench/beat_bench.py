@@ -38,7 +38,7 @@ from typing import Any
 from celery import Celery
 from celery.beat import PersistentScheduler
 from celery.schedules import crontab
-from sqlalchemy import insert
+from sqlalchemy import Engine, insert
 
 from schedules.definition import Cron, Overlap, Schedule
 from schedules.tables import schedules as schedules_table
@@ -94,18 +94,25 @@ def load_ours(app: Celery, n: int, due: int) -> None:
             trigger=Cron(f"{minute_of(i, due)} * * * *"),
             overlap=Overlap.ALLOW_ALL,
         )
-        rows.append(
-            {
-                "name": s.name,
-                "definition": json.dumps(s.to_json()),
-                "fingerprint": s.fingerprint(),
-                "kind": s.kind,
-                "revision": 1,
-                "updated_at": T - timedelta(hours=1),
-                "last_fire_at": T - timedelta(minutes=1),
-            }
-        )
-    with runtime_of(app).engine.begin() as conn:
+        rows.append(stored_row(s, T - timedelta(hours=1), T - timedelta(minutes=1)))
+    insert_rows(runtime_of(app).engine, rows)
+
+
+def stored_row(s: Schedule, updated_at: datetime, last_fire_at: datetime | None) -> dict[str, Any]:
+    """An `ns_schedules` row as `apply` would write it, for inserting in bulk."""
+    return {
+        "name": s.name,
+        "definition": json.dumps(s.to_json()),
+        "fingerprint": s.fingerprint(),
+        "kind": s.kind,
+        "revision": 1,
+        "updated_at": updated_at,
+        "last_fire_at": last_fire_at,
+    }
+
+
+def insert_rows(engine: Engine, rows: list[dict[str, Any]]) -> None:
+    with engine.begin() as conn:
         for start in range(0, len(rows), 5_000):
             conn.execute(insert(schedules_table), rows[start : start + 5_000])
 

@@ -30,6 +30,9 @@ from schedules.policy import decide
 from schedules.ports import RunPort, RunSummary
 
 MAX_BACKFILL = 10_000
+MAX_FIRES = 1_000
+"""The most upcoming fires `next` and `show` compute: more is a mistake, and a
+large count of a sparse or never-matching schedule costs seconds per thousand."""
 
 
 class BackfillTooLargeError(ValueError):
@@ -80,7 +83,9 @@ class Details:
             "definition": a.schedule.to_json(),
             "paused": a.paused,
             "pause_note": a.pause_note,
-            "last_fire": a.last_fire_at.isoformat() if a.last_fire_at else None,
+            "last_fire": a.last_fire_at.astimezone(zone_of(a.schedule)).isoformat()
+            if a.last_fire_at
+            else None,
             "runs_fired": a.runs_fired,
             "buffered_fire": a.pending_fire_at.isoformat() if a.pending_fire_at else None,
             "next_fires": [t.isoformat() for t in self.next_fires],
@@ -101,9 +106,13 @@ class Schedules:
 
     # -- reading -------------------------------------------------------------------
 
-    def all(self) -> list[AppliedSchedule]:
+    def all(
+        self, *, name_glob: str | None = None, limit: int | None = None
+    ) -> list[AppliedSchedule]:
+        """Applied schedules in name order, optionally only names matching `name_glob`
+        (shell-style `*` and `?`, case-insensitive) and only the first `limit`."""
         with self.engine.connect() as conn:
-            return catalog.all_schedules(conn)
+            return catalog.all_schedules(conn, name_glob=name_glob, limit=limit)
 
     def get(self, name: str) -> AppliedSchedule:
         with self.engine.connect() as conn:
@@ -111,14 +120,25 @@ class Schedules:
 
     def next(self, name: str, n: int = 10, after: datetime | None = None) -> list[datetime]:
         """The next `n` fires after `after` (default now), in the schedule's time zone."""
-        schedule = self.get(name).schedule
+        return self.next_for(self.get(name), n, after)
+
+    def next_for(
+        self, applied: AppliedSchedule, n: int = 10, after: datetime | None = None
+    ) -> list[datetime]:
+        """`next` for a schedule already read: no database access, so a listing of
+        many schedules costs one query, not one per schedule. Paused or not is the
+        caller's business: these are the fires the definition has. `n` is 0 to
+        `MAX_FIRES`; anything else raises `ValueError`."""
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_FIRES:
+            raise ValueError(f"n must be a whole number from 0 to {MAX_FIRES}, got {n!r}")
+        schedule = applied.schedule
         zone = zone_of(schedule)
         found = timing.next_fires(schedule, after or self.clock(), n)
         return [t.astimezone(zone) for t in found]
 
     def show(self, name: str, n: int = 10) -> Details:
         applied = self.get(name)
-        upcoming = [] if applied.paused else self.next(name, n)
+        upcoming = [] if applied.paused else self.next_for(applied, n)
         with self.engine.connect() as conn:
             not_run = fires.recent(conn, name, limit=n, skipped_only=True)
         return Details(applied, tuple(upcoming), tuple(self.runs.recent(name, n)), tuple(not_run))

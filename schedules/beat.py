@@ -334,9 +334,17 @@ class DatabaseScheduler(Scheduler):
         for f in fires:
             if f.run_key in created:
                 log.info(
-                    "beat sent run %s",
+                    "beat sent run %s of schedule %s (fire %s)",
                     f.run_key,
-                    extra={"action": "beat.sent", "run_key": f.run_key, "holder": self.holder},
+                    f.schedule.name,
+                    f.fire_time.isoformat(),
+                    extra={
+                        "action": "beat.sent",
+                        "schedule": f.schedule.name,
+                        "fire_time": f.fire_time.isoformat(),
+                        "run_key": f.run_key,
+                        "holder": self.holder,
+                    },
                 )
         started = Counter(f.schedule.name for f in fires if f.run_key in created)
         for name in set(handled) | set(started):
@@ -372,13 +380,7 @@ class DatabaseScheduler(Scheduler):
                 self._buffered.discard(p.name)
             else:
                 self._buffered.add(p.name)
-        skipped = sum(r.outcome is FireOutcome.SKIPPED for r in records)
-        if skipped:
-            log.info(
-                "beat skipped %d fires (see `nightshift schedules show NAME`)",
-                skipped,
-                extra={"action": "beat.skipped", "count": skipped},
-            )
+        _log_skipped(records)
 
     # -- records of fires that did not run ---------------------------------------
 
@@ -424,6 +426,38 @@ class DatabaseScheduler(Scheduler):
                 last_fire_time=outside[-1],
                 count=len(outside),
             ),
+        )
+
+
+SKIPS_NAMED = 10
+"""Schedules named one log line each per tick when fires are skipped; the rest share one."""
+
+
+def _log_skipped(records: list[FireRecord]) -> None:
+    counts: Counter[str] = Counter()
+    reasons: dict[str, set[str]] = {}
+    for r in records:
+        if r.outcome is FireOutcome.SKIPPED:
+            counts[r.schedule] += r.count
+            reasons.setdefault(r.schedule, set()).add(r.reason.value if r.reason else "skipped")
+    names = sorted(counts)
+    for name in names[:SKIPS_NAMED]:
+        log.info(
+            "beat skipped %d fires of schedule %s (%s; see `nightshift schedules show %s`)",
+            counts[name],
+            name,
+            ", ".join(sorted(reasons[name])),
+            name,
+            extra={"action": "beat.skipped", "schedule": name, "count": counts[name]},
+        )
+    if len(names) > SKIPS_NAMED:
+        rest = names[SKIPS_NAMED:]
+        log.info(
+            "beat skipped %d fires of %d more schedules (%s, …)",
+            sum(counts[n] for n in rest),
+            len(rest),
+            ", ".join(rest[:3]),
+            extra={"action": "beat.skipped", "schedules": len(rest)},
         )
 
 

@@ -131,11 +131,30 @@ def apply(
     return changes
 
 
-def all_schedules(conn: Connection, *, include_deleted: bool = False) -> list[AppliedSchedule]:
+def all_schedules(
+    conn: Connection,
+    *,
+    include_deleted: bool = False,
+    name_glob: str | None = None,
+    limit: int | None = None,
+) -> list[AppliedSchedule]:
+    """Applied schedules in name order; `name_glob` keeps names matching a shell-style
+    pattern (`*` any run of characters, `?` one; case-insensitive on both dialects),
+    `limit` keeps the first so many. Both are applied in the query."""
     query = select(schedules).order_by(schedules.c.name)
     if not include_deleted:
         query = query.where(schedules.c.deleted.is_(False))
+    if name_glob is not None:
+        query = query.where(func.lower(schedules.c.name).like(glob_to_like(name_glob), escape="\\"))
+    if limit is not None:
+        query = query.limit(limit)
     return [AppliedSchedule.from_row(r) for r in conn.execute(query)]
+
+
+def glob_to_like(glob: str) -> str:
+    """`"Digest-*"` -> `"digest-%"`: a lower-cased LIKE pattern, `%`, `_` and `\\` escaped."""
+    escaped = glob.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped.replace("*", "%").replace("?", "_")
 
 
 def changed_since(conn: Connection, revision: int) -> list[AppliedSchedule]:

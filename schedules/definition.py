@@ -89,11 +89,49 @@ def load_zone(key: str, *, field: str = "timezone") -> zoneinfo.ZoneInfo:
             return zoneinfo.ZoneInfo(key)
         except (zoneinfo.ZoneInfoNotFoundError, ValueError):
             pass
+    if isinstance(key, str) and key.isupper() and key.isalpha():  # PST, CEST, EDT …
+        raise DefinitionError(field, abbreviation_problem(key))
     hint = difflib.get_close_matches(str(key), known, n=1)
     suggestion = (
         f"; did you mean {hint[0]!r}?" if hint else " (use an IANA name like 'Europe/Berlin')"
     )
     raise DefinitionError(field, f"unknown time zone {key!r}{suggestion}")
+
+
+ABBREVIATIONS: dict[str, str] = {
+    # tzdata's legacy names (CET, EST, EST5EDT …) and abbreviations people write;
+    # EST, MST and HST in tzdata are fixed offsets that never observe DST.
+    "CET": "Europe/Berlin",
+    "CEST": "Europe/Berlin",
+    "MET": "Europe/Berlin",
+    "EET": "Europe/Athens",
+    "EEST": "Europe/Athens",
+    "WET": "Europe/Lisbon",
+    "BST": "Europe/London",
+    "EST": "America/New_York",
+    "EDT": "America/New_York",
+    "EST5EDT": "America/New_York",
+    "CST": "America/Chicago",
+    "CDT": "America/Chicago",
+    "CST6CDT": "America/Chicago",
+    "MST": "America/Denver",
+    "MDT": "America/Denver",
+    "MST7MDT": "America/Denver",
+    "PST": "America/Los_Angeles",
+    "PDT": "America/Los_Angeles",
+    "PST8PDT": "America/Los_Angeles",
+    "HST": "Pacific/Honolulu",
+}
+
+
+def abbreviation_problem(key: str) -> str:
+    """What to say about a zone written as an abbreviation: it names an offset (or a
+    legacy rule), not a place, so it does not follow a region's DST rules."""
+    example = ABBREVIATIONS.get(key, "Europe/Berlin")
+    return (
+        f"time zone {key!r} is an abbreviation, not a region; "
+        f"use an IANA name such as {example!r} (see docs/schedules.md, Time zones)"
+    )
 
 
 def format_duration(value: timedelta) -> str:
@@ -157,9 +195,9 @@ class Heartbeat:
     timezone: str = "UTC"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.every, timedelta) or self.every <= timedelta(0):
+        if not isinstance(self.every, timedelta):
             raise DefinitionError(
-                "every", f"heartbeat interval must be positive, got {self.every!r}"
+                "every", f"heartbeat interval must be a duration, got {type(self.every).__name__}"
             )
         if self.every < MIN_HEARTBEAT:
             raise DefinitionError(
@@ -167,7 +205,8 @@ class Heartbeat:
                 f"heartbeat interval must be at least 1s, got {format_duration(self.every)}",
             )
         if not isinstance(self.jitter, timedelta) or self.jitter < timedelta(0):
-            raise DefinitionError("jitter", f"jitter must not be negative, got {self.jitter!r}")
+            got = format_duration(self.jitter) if isinstance(self.jitter, timedelta) else "?"
+            raise DefinitionError("jitter", f"jitter must not be negative, got {got}")
         if self.jitter >= self.every:
             raise DefinitionError(
                 "jitter",

@@ -102,7 +102,8 @@ def _read_yaml(text: str) -> list[RawSchedule]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
-        raise FileProblem(line, f"YAML syntax error: {exc.problem or exc.context}") from None
+        hint = _unquoted_hint(text.splitlines()[mark.line] if mark is not None else "")
+        raise FileProblem(line, f"YAML syntax error: {exc.problem or exc.context}{hint}") from None
     except (yaml.YAMLError, ValueError, TypeError) as exc:
         raise FileProblem(None, f"YAML error: {exc}") from None
     finally:
@@ -123,6 +124,19 @@ def _read_yaml(text: str) -> list[RawSchedule]:
     if isinstance(data, list) and isinstance(root, yaml.SequenceNode):
         return [_yaml_entry(item, node) for item, node in zip(data, root.value, strict=True)]
     raise FileProblem(1, "expected a 'schedules:' list or one schedule mapping")
+
+
+_UNQUOTED = re.compile(r"^\s*(?:-\s+)?([A-Za-z_][\w-]*)\s*:\s+([*@])")
+
+
+def _unquoted_hint(line: str) -> str:
+    """`cron: */5 * * * *` reads as a YAML alias (`*`) or a reserved `@`: say what to do."""
+    match = _UNQUOTED.match(line)
+    if match is None:
+        return ""
+    if match.group(1) == "cron":
+        return '; quote the cron expression, e.g. cron: "*/5 * * * *"'
+    return f"; quote the value of {match.group(1)!r}: YAML reads an unquoted {match.group(2)!r} specially"
 
 
 def _yaml_entry(data: Any, node: yaml.Node) -> RawSchedule:

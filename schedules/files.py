@@ -27,12 +27,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from schedules.definition import (
+    ABBREVIATIONS,
     Cron,
     DefinitionError,
     Event,
     Heartbeat,
     Schedule,
     Trigger,
+    abbreviation_problem,
 )
 from schedules.file_formats import FileProblem, RawSchedule, read_schedules
 
@@ -63,6 +65,7 @@ class ScheduleError:
 class LoadResult:
     schedules: tuple[Schedule, ...]
     errors: tuple[ScheduleError, ...]
+    skipped: tuple[str, ...] = ()  # files in the folder not read: not .toml/.yaml/.yml
 
     @property
     def ok(self) -> bool:
@@ -89,10 +92,14 @@ def parse_duration(text: str | int | float) -> timedelta:
     if isinstance(text, bool) or not isinstance(text, str | int | float):
         raise ValueError(f"invalid duration {text!r}: {_DURATION_HELP}")
     if isinstance(text, int | float):
-        if not math.isfinite(text) or text < 0:
-            raise ValueError(f"invalid duration {text!r}: must be a finite number >= 0")
+        if not math.isfinite(text):
+            raise ValueError(f"invalid duration {text!r}: must be a finite number")
+        if text < 0:
+            raise ValueError(f"invalid duration {text!r}: must not be negative")
         return _seconds(Decimal(str(text)), text)
     body = text.strip()
+    if body.startswith("-"):
+        raise ValueError(f"invalid duration {text!r}: must not be negative")
     if _PLAIN_NUMBER.match(body):  # "90", "1.5": seconds
         return _seconds(Decimal(body), text)
     total, position, last_unit = Decimal(0), 0, -1
@@ -109,7 +116,7 @@ def parse_duration(text: str | int | float) -> timedelta:
 
 def _seconds(value: Decimal, original: object) -> timedelta:
     if not value.is_finite() or value < 0:
-        raise ValueError(f"invalid duration {original!r}: must be a finite number >= 0")
+        raise ValueError(f"invalid duration {original!r}: must not be negative")
     try:
         return timedelta(microseconds=int(value * 1_000_000))
     except OverflowError:
@@ -200,8 +207,8 @@ class _Invalid(Exception):
         self.message = message
 
 
-def _trigger(entry: _Entry) -> Trigger:
-    given = [
+def _triggers_given(entry: _Entry) -> list[str]:
+    return [
         name
         for name, value in (
             ("cron", entry.cron),
@@ -210,6 +217,10 @@ def _trigger(entry: _Entry) -> Trigger:
         )
         if value not in (None, False)
     ]
+
+
+def _trigger(entry: _Entry) -> Trigger:
+    given = _triggers_given(entry)
     if len(given) != 1:
         found = f"found {' and '.join(given)}" if given else "found none"
         raise _Invalid(
@@ -221,6 +232,8 @@ def _trigger(entry: _Entry) -> Trigger:
             if getattr(entry, name) is not None:
                 raise _Invalid(name, f"{name} applies only to heartbeat schedules")
     zone = "UTC" if entry.timezone is None else entry.timezone
+    if zone in ABBREVIATIONS:  # tzdata has CET, EST …; new definitions name a region
+        raise _Invalid("timezone", abbreviation_problem(zone))
     if entry.cron is not None:
         return Cron(entry.cron, zone)
     if entry.heartbeat is not None:
@@ -278,6 +291,66 @@ def _validation_problems(exc: ValidationError) -> Iterator[tuple[str | None, str
 # --- loading ----------------------------------------------------------------------
 
 
+Problem = tuple[str | None, str]  # (field, message)
+
+# What a faulty field is set to so that the rest of a schedule can still be checked.
+_STAND_INS: dict[str, Any] = {
+    "name": "x",
+    "agent": "x",
+    "tenant": "x",
+    "cron": "* * * * *",
+    "heartbeat": timedelta(hours=1),
+}
+
+
+def _stand_in(field: str) -> Any:
+    if field in _STAND_INS:
+        return _STAND_INS[field]
+    return _Entry.model_fields[field].get_default(call_default_factory=True)
+
+
+def _checked_entry(data: dict[str, Any]) -> tuple[_Entry | None, list[Problem]]:
+    """The entry with every field-level problem; faulty fields are left out (or
+    stood in for) on a second pass, so rules across fields can still be checked."""
+    try:
+        return _Entry.model_validate(data), []
+    except ValidationError as exc:
+        problems = list(_validation_problems(exc))
+    faulty = {field for field, _ in problems}
+    rest = {k: v for k, v in data.items() if k not in faulty}
+    rest |= {f: _STAND_INS[f] for f in faulty if f in _STAND_INS}
+    try:
+        return _Entry.model_validate(rest), problems
+    except ValidationError:
+        return None, problems
+
+
+def _built(entry: _Entry, source: str) -> tuple[Schedule | None, list[Problem]]:
+    """`_build`, reporting every rule a schedule breaks, not only the first.
+
+    A `Schedule` stops at its first problem; rather than restate each rule here, the
+    faulty field is set to a neutral value and the schedule built again, until it
+    builds or a problem cannot be set aside."""
+    problems: list[Problem] = []
+    for _ in range(len(_FIELDS) + 1):
+        try:
+            return _build(entry, source), problems
+        except _Invalid as exc:
+            if (exc.field, exc.message) in problems:
+                break
+            problems.append((exc.field, exc.message))
+            field = exc.field
+        if field is None:  # no trigger at all
+            entry = entry.model_copy(update={"event": True})
+        elif len(_triggers_given(entry)) > 1:  # one trigger too many: drop it
+            entry = entry.model_copy(update={field: None})
+        elif field in _FIELDS:
+            entry = entry.model_copy(update={field: _stand_in(field)})
+        else:
+            break
+    return None, problems
+
+
 def _load_entry(raw: RawSchedule, label: str) -> Schedule | list[ScheduleError]:
     data = raw.data
     name = data.get("name") if isinstance(data, dict) else None
@@ -291,36 +364,46 @@ def _load_entry(raw: RawSchedule, label: str) -> Schedule | list[ScheduleError]:
         return [error(*raw.problem)]
     if not isinstance(data, dict):
         return [error(None, f"a schedule must be a table of fields, got {type(data).__name__}")]
-    try:
-        entry = _Entry.model_validate(data)
-    except ValidationError as exc:
-        return [error(field, message) for field, message in _validation_problems(exc)]
-    try:
-        return _build(entry, label if raw.line is None else f"{label}:{raw.line}")
-    except _Invalid as exc:
-        return [error(exc.field, exc.message)]
+    entry, problems = _checked_entry(data)
+    schedule = None
+    if entry is not None:
+        schedule, more = _built(entry, label if raw.line is None else f"{label}:{raw.line}")
+        problems += more
+    if problems or schedule is None:
+        errors = [error(field, message) for field, message in problems]
+        return sorted(errors, key=lambda e: e.line or 0)  # in the order they are written
+    return schedule
 
 
-def _files_under(folder: Path) -> list[Path]:
-    """Schedule files below `folder`, sorted; hidden files and folders are skipped."""
+def _files_under(folder: Path) -> tuple[list[Path], list[Path]]:
+    """Schedule files below `folder` and the other files there (not read), both
+    sorted; hidden files and folders are neither."""
     found: list[Path] = []
+    skipped: list[Path] = []
     for parent, folders, names in os.walk(folder):
         folders[:] = [d for d in folders if not d.startswith(".")]
-        found.extend(
-            Path(parent, n) for n in names if not n.startswith(".") and n.lower().endswith(SUFFIXES)
-        )
-    return sorted(found, key=lambda p: p.relative_to(folder).parts)
+        for name in names:
+            if not name.startswith("."):
+                (found if name.lower().endswith(SUFFIXES) else skipped).append(Path(parent, name))
+
+    def order(path: Path) -> tuple[str, ...]:
+        return path.relative_to(folder).parts
+
+    return sorted(found, key=order), sorted(skipped, key=order)
 
 
 def load_path(path: str | Path) -> LoadResult:
     """Load every schedule from a file, or from a folder recursively.
 
-    Schedule names are global: a name seen before (in this or an earlier file, in
-    sorted order) is an error on the later definition. Never raises for content.
+    Schedule names are global: a name given twice (in one file or two) is an error on
+    each later definition naming the first, and no definition of that name is
+    returned, so applying the result leaves the stored schedule as it is. Never raises
+    for content.
     """
     root = Path(path)
+    skipped: list[Path] = []
     if root.is_dir():
-        files = _files_under(root)
+        files, skipped = _files_under(root)
     elif root.is_file() and root.suffix.lower() in SUFFIXES:
         files = [root]
     else:
@@ -332,7 +415,8 @@ def load_path(path: str | Path) -> LoadResult:
         return LoadResult((), (ScheduleError(str(path), None, None, None, problem),))
     schedules: list[Schedule] = []
     errors: list[ScheduleError] = []
-    seen: dict[str, str] = {}
+    first_at: dict[str, str] = {}
+    repeated: set[str | None] = set()
     for file in files:
         label = str(file)
         try:
@@ -342,14 +426,32 @@ def load_path(path: str | Path) -> LoadResult:
             continue
         for raw in entries:
             loaded = _load_entry(raw, label)
+            again = _repeated_name(raw, label, first_at)
+            if again is not None:
+                errors.append(again)
+                repeated.add(again.schedule)
             if isinstance(loaded, list):
                 errors.extend(loaded)
-            elif loaded.name in seen:
-                first = seen[loaded.name]
-                message = f"duplicate schedule name; first defined at {first}"
-                line = raw.field_lines.get("name", raw.line)
-                errors.append(ScheduleError(label, line, loaded.name, "name", message))
             else:
-                seen[loaded.name] = loaded.source
                 schedules.append(loaded)
-    return LoadResult(tuple(schedules), tuple(errors))
+    kept = tuple(s for s in schedules if s.name not in repeated)
+    return LoadResult(kept, tuple(errors), tuple(str(p) for p in skipped))
+
+
+def _repeated_name(raw: RawSchedule, label: str, first_at: dict[str, str]) -> ScheduleError | None:
+    """An error for a name some earlier entry (valid or not) already has, naming both
+    places; the caller then applies no definition of that name, so the stored
+    schedule stays exactly as it was rather than taking whichever came first."""
+    name = raw.data.get("name") if isinstance(raw.data, dict) else None
+    if not isinstance(name, str):
+        return None
+    line = raw.field_lines.get("name", raw.line)
+    here = label if line is None else f"{label}:{line}"
+    if name not in first_at:
+        first_at[name] = here
+        return None
+    message = (
+        f"defined twice, here and at {first_at[name]}; neither definition is applied and the stored "
+        f"schedule {name!r}, if any, is left as it is: rename or remove one"
+    )
+    return ScheduleError(label, line, name, "name", message)

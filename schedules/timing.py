@@ -81,6 +81,9 @@ def next_fires(schedule: Schedule, after: datetime, n: int) -> list[datetime]:
     """The next `n` fires strictly after `after` (fewer if the schedule ends)."""
     if n < 0:
         raise ValueError(f"n must not be negative, got {n}")
+    if n == 1:  # the common question (a listing); `next_fire` shares work between schedules
+        first = next_fire(schedule, after)
+        return [] if first is None else [first]
     return list(itertools.islice(_fires(schedule, _utc(after, "after")), n))
 
 

@@ -100,11 +100,13 @@ class CeleryRuns:
             )
         for key in keys:
             self.app.control.revoke(task_id(key), terminate=True)
+            schedule = key.rpartition("@")[0]  # a run key is schedule@fire-time
             log.warning(
-                "cancelled run %s: %s",
+                "cancelled run %s of schedule %s: %s",
                 key,
+                schedule,
                 reason,
-                extra={"action": "beat.cancel", "run_key": key},
+                extra={"action": "beat.cancel", "schedule": schedule, "run_key": key},
             )
 
     def recent(self, schedule: str, limit: int) -> list[RunSummary]:

@@ -311,3 +311,19 @@ def test_cron_fires_in_its_time_zone(beats: Beats) -> None:
     beats.clock.advance(86_400)
     beat.tick()
     assert beats.run_keys("noon-berlin") == [run_key("noon-berlin", T0 + timedelta(days=1))]
+
+
+def test_log_lines_for_fires_name_the_schedule(
+    beats: Beats, caplog: pytest.LogCaptureFixture
+) -> None:
+    beats.apply(every("pulse"), every("resting", paused=True))
+    beat = beats.beat()
+    beat.tick()
+    with caplog.at_level("INFO", logger="schedules.beat"):
+        tick_through(beats, beat, 1)
+    sent = [r for r in caplog.records if getattr(r, "action", "") == "beat.sent"]
+    assert [(r.schedule, r.run_key) for r in sent] == [("pulse", keys_at("pulse", 1)[0])]  # type: ignore[attr-defined]
+    assert "of schedule pulse" in sent[0].getMessage()
+    skipped = [r for r in caplog.records if getattr(r, "action", "") == "beat.skipped"]
+    assert [r.schedule for r in skipped] == ["resting"]  # type: ignore[attr-defined]
+    assert "of schedule resting (paused;" in skipped[0].getMessage()

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from schedules import catalog
-from schedules.api import BackfillTooLargeError, FireResult, Schedules, zone_of
+from schedules.api import MAX_FIRES, BackfillTooLargeError, FireResult, Schedules, zone_of
 from schedules.catalog import Action, AppliedSchedule, ScheduleNotFoundError
 from schedules.definition import Overlap
 from schedules.files import LoadResult, ScheduleError, load_path
@@ -45,28 +45,52 @@ def schedules() -> None:
 @click.option(
     "--prune/--no-prune", default=True, help="Delete applied schedules that are not in PATH."
 )
+@click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Apply even when PATH holds no schedules, deleting every applied one.",
+)
 @json_option
 @pass_context
-def apply_cmd(obj: Context, path: Path, dry_run: bool, prune: bool, as_json: bool) -> None:
+def apply_cmd(
+    obj: Context, path: Path, dry_run: bool, prune: bool, allow_empty: bool, as_json: bool
+) -> None:
     """Make the applied schedules match the files under PATH."""
     code = apply_path(
-        connect(obj, create=True), path, dry_run=dry_run, prune=prune, as_json=as_json
+        connect(obj, create=True),
+        path,
+        dry_run=dry_run,
+        prune=prune,
+        as_json=as_json,
+        allow_empty=allow_empty,
     )
     sys.exit(code)
 
 
-def apply_path(rt: Runtime, path: Path, *, dry_run: bool, prune: bool, as_json: bool) -> int:
+def apply_path(
+    rt: Runtime, path: Path, *, dry_run: bool, prune: bool, as_json: bool, allow_empty: bool = False
+) -> int:
     """Apply `path`; print the diff and every error. Returns the exit code.
 
     A file with errors never deletes anything: its good schedules are applied,
-    pruning is skipped, and the exit code says something was wrong.
+    pruning is skipped, and the exit code says something was wrong. A PATH with no
+    schedules at all (an empty or mistyped folder, only other files) changes nothing
+    unless `allow_empty`, when pruning would otherwise delete every applied schedule.
     """
     result = _with_agent_check(load_path(path), known_agents(rt.settings.agents))
+    _warn_skipped(result.skipped)
     prune = prune and not result.errors
     with rt.engine.begin() as conn:
-        if dry_run:
-            changes = catalog.plan(conn, result.schedules, prune=prune)
-        else:
+        changes = catalog.plan(conn, result.schedules, prune=prune)
+        if not result.schedules and changes and not allow_empty:
+            click.echo(
+                f"error: no schedules found in {path}; applying it would delete all "
+                f"{len(changes)} applied schedules, so nothing was changed. Check the path, "
+                "or pass --allow-empty to delete them all.",
+                err=True,
+            )
+            return EXIT_INVALID_INPUT
+        if not dry_run:
             changes = catalog.apply(conn, result.schedules, datetime.now(UTC), prune=prune)
     if as_json:
         emit_json(
@@ -77,6 +101,7 @@ def apply_path(rt: Runtime, path: Path, *, dry_run: bool, prune: bool, as_json: 
                     {"name": c.name, "action": c.action.value, "source": c.source} for c in changes
                 ],
                 "errors": [str(e) for e in result.errors],
+                "skipped_files": list(result.skipped),
             }
         )
     else:
@@ -88,14 +113,25 @@ def apply_path(rt: Runtime, path: Path, *, dry_run: bool, prune: bool, as_json: 
                     f"{'  (' + change.source + ')' if change.source else ''}"
                 )
         unchanged = sum(c.action is Action.UNCHANGED for c in changes)
+        changed = "would change" if dry_run else "changed"
         click.echo(
-            f"schedules from {path}: {len(changes) - unchanged} changed, {unchanged} unchanged"
+            f"schedules from {path}: {len(changes) - unchanged} {changed}, {unchanged} unchanged"
         )
         for error in result.errors:
             click.echo(f"error: {error}", err=True)
         if result.errors:
             click.echo("nothing was deleted because of the errors above", err=True)
     return EXIT_INVALID_INPUT if result.errors else 0
+
+
+def _warn_skipped(skipped: tuple[str, ...]) -> None:
+    if not skipped:
+        return
+    shown = ", ".join(skipped[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
+    click.echo(
+        f"warning: skipped {len(skipped)} file(s) not ending in .toml, .yaml or .yml: {shown}",
+        err=True,
+    )
 
 
 def _with_agent_check(result: LoadResult, agents: dict[str, str]) -> LoadResult:
@@ -148,10 +184,12 @@ class InstantType(click.ParamType):
 
 
 OVERLAP = click.Choice([o.value for o in Overlap])
+FIRES = click.IntRange(1, MAX_FIRES)
 
 
 def _row(a: AppliedSchedule, api: Schedules) -> dict[str, Any]:
-    upcoming = [] if a.paused else api.next(a.name, 1)
+    upcoming = [] if a.paused else api.next_for(a, 1)
+    last = a.last_fire_at.astimezone(zone_of(a.schedule)) if a.last_fire_at else None
     return {
         "name": a.name,
         "kind": a.schedule.kind,
@@ -159,24 +197,53 @@ def _row(a: AppliedSchedule, api: Schedules) -> dict[str, Any]:
         "paused": a.paused,
         "pause_note": a.pause_note,
         "next_fire": upcoming[0].isoformat() if upcoming else None,
-        "last_fire": a.last_fire_at.isoformat() if a.last_fire_at else None,
+        "last_fire": last.isoformat() if last else None,
         "runs_fired": a.runs_fired,
         "source": a.schedule.source,
     }
 
 
 @schedules.command("list")
+@click.option(
+    "--name",
+    "name_glob",
+    metavar="GLOB",
+    help="Only names matching this shell-style pattern, case-insensitive: "
+    "'*' any characters, '?' one (e.g. 'digest-*'; without either, the exact name).",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="At most N schedules, in name order.  [default: all]",
+)
 @json_option
 @pass_context
-def list_cmd(obj: Context, as_json: bool) -> None:
-    """Applied schedules with their next fire time (in each schedule's time zone)."""
+def list_cmd(obj: Context, name_glob: str | None, limit: int | None, as_json: bool) -> None:
+    """Applied schedules with their next and last fire times, each in the schedule's
+    own time zone (the offset is part of every time)."""
     api = _api(obj)
-    rows = [_row(a, api) for a in api.all()]
+    found = api.all(name_glob=name_glob, limit=None if limit is None else limit + 1)
+    if limit is not None and len(found) > limit:
+        found = found[:limit]
+        click.echo(
+            f"showing the first {limit} schedules; more match (raise --limit or narrow --name)",
+            err=True,
+        )
+    rows = [_row(a, api) for a in found]
     if as_json:
         emit_json(rows)
         return
     emit_table(
-        ["name", "kind", "agent", "next fire", "last fire", "fired", "paused"],
+        [
+            "name",
+            "kind",
+            "agent",
+            "next fire (its zone)",
+            "last fire (its zone)",
+            "fired",
+            "paused",
+        ],
         [
             [
                 r["name"],
@@ -189,13 +256,22 @@ def list_cmd(obj: Context, as_json: bool) -> None:
             ]
             for r in rows
         ],
-        empty="no schedules applied (nightshift schedules apply PATH)",
+        empty=f"no applied schedule matches {name_glob!r}"
+        if name_glob is not None
+        else "no schedules applied (nightshift schedules apply PATH)",
     )
 
 
 @schedules.command("show")
 @click.argument("name")
-@click.option("-n", "count", default=10, show_default=True, help="How many fires and runs.")
+@click.option(
+    "-n",
+    "count",
+    type=FIRES,
+    default=10,
+    show_default=True,
+    help=f"How many fires and runs (1-{MAX_FIRES}).",
+)
 @json_option
 @pass_context
 def show_cmd(obj: Context, name: str, count: int, as_json: bool) -> None:
@@ -239,7 +315,9 @@ def show_cmd(obj: Context, name: str, count: int, as_json: bool) -> None:
 
 @schedules.command("next")
 @click.argument("name")
-@click.option("-n", "count", default=10, show_default=True)
+@click.option(
+    "-n", "count", type=FIRES, default=10, show_default=True, help=f"How many (1-{MAX_FIRES})."
+)
 @json_option
 @pass_context
 def next_cmd(obj: Context, name: str, count: int, as_json: bool) -> None:

@@ -158,8 +158,8 @@ RECORD_ERRORS = [
     (lambda: Cron("@daily", "Mars/Olympus"), "timezone", "unknown time zone 'Mars/Olympus'"),
     (lambda: Cron("@daily", "Europe/Berln"), "timezone", "did you mean 'Europe/Berlin'?"),
     (lambda: Cron("@daily", "localtime"), "timezone", "unknown time zone 'localtime'"),
-    (lambda: Heartbeat(timedelta(0)), "every", "heartbeat interval must be positive"),
-    (lambda: Heartbeat(timedelta(seconds=-5)), "every", "heartbeat interval must be positive"),
+    (lambda: Heartbeat(timedelta(0)), "every", "heartbeat interval must be at least 1s, got 0s"),
+    (lambda: Heartbeat(timedelta(seconds=-5)), "every", "heartbeat interval must be at least 1s, got -5s"),
     (lambda: Heartbeat(timedelta(milliseconds=500)), "every", "at least 1s, got 0.5s"),
     (lambda: Heartbeat(timedelta(minutes=30), timedelta(minutes=30)), "jitter",
      "jitter 30m must be shorter than the interval 30m"),
@@ -535,6 +535,64 @@ def test_several_problems_in_one_schedule_are_all_reported(tmp_path: Path) -> No
         ("tenant", 1),
         ("colour", 3),
         ("retries", 4),
+        (None, 1),  # and no trigger: also said, not left for the next attempt
+    }
+
+
+def test_every_rule_a_schedule_breaks_is_reported_with_its_line(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "bad.yaml",
+        """
+        schedules:
+          - name: pulse
+            agent: a
+            tenant: t
+            heartbeat: 0s
+            jitter: -1s
+            timezone: Mars/Olympus
+            active_hours: "08:00-08:00"
+            overlap: sometimes
+            max_runs: 0
+            start: 2026-01-02T00:00:00Z
+            end: 2026-01-01T00:00:00Z
+            retries: many
+        """,
+    )
+
+    result = load_path(path)
+
+    assert result.schedules == ()
+    assert [(e.line, e.field) for e in result.errors] == [
+        (5, "heartbeat"),
+        (6, "jitter"),
+        (7, "timezone"),
+        (8, "active_hours"),
+        (9, "overlap"),
+        (10, "max_runs"),
+        (12, "end"),
+        (13, "retries"),
+    ]
+    assert all(
+        str(e).startswith(f"{path}:{e.line}: schedule 'pulse': field ") for e in result.errors
+    )
+
+
+def test_a_bad_cron_and_a_second_trigger_are_both_reported(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "two.toml",
+        '[[schedule]]\nname = "x"\nagent = "a"\ntenant = "t"\ncron = "61 * * * *"\n'
+        'heartbeat = "5m"\ntimezone = "CET"\novrlap = "skip"\n',
+    )
+
+    result = load_path(path)
+
+    assert {(e.line, e.field) for e in result.errors} == {
+        (8, "ovrlap"),
+        (7, "timezone"),
+        (6, "heartbeat"),
+        (5, "cron"),
     }
 
 
@@ -642,10 +700,11 @@ def test_duplicate_names_across_files_name_both_places(tmp_path: Path) -> None:
 
     result = load_path(tmp_path)
 
-    assert [(s.name, s.agent) for s in result.schedules] == [("digest", "a")]
+    assert result.schedules == ()  # neither wins: the stored one stays as it is
     error = only_error(result)
     assert (error.file, error.line, error.field) == (str(second), 3, "name")
-    assert error.message == f"duplicate schedule name; first defined at {first}:1"
+    assert error.message.startswith(f"defined twice, here and at {first}:2; neither definition")
+    assert str(error).startswith(f"{second}:3: schedule 'digest': field 'name': ")
 
 
 def test_duplicate_names_within_a_file(tmp_path: Path) -> None:
@@ -655,9 +714,37 @@ def test_duplicate_names_within_a_file(tmp_path: Path) -> None:
         '[[schedule]]\nname = "x"\nagent = "a"\ntenant = "t"\nevent = true\n' * 2,
     )
 
-    error = only_error(load_path(path))
+    result = load_path(path)
 
-    assert (error.line, error.message) == (7, f"duplicate schedule name; first defined at {path}:1")
+    error = only_error(result)
+    assert result.schedules == ()
+    assert error.line == 7 and f"here and at {path}:2;" in error.message
+
+
+def test_a_name_given_three_times_or_first_invalid_is_never_applied(tmp_path: Path) -> None:
+    entry = '[[schedule]]\nname = "x"\nagent = "a"\ntenant = "t"\n{}\n'
+    path = write(
+        tmp_path,
+        "thrice.toml",
+        entry.format('cron = "61 * * * *"')
+        + entry.format("event = true") * 2
+        + '[[schedule]]\nname = "y"\nagent = "a"\ntenant = "t"\nevent = true\n',
+    )
+
+    result = load_path(path)
+
+    assert [s.name for s in result.schedules] == ["y"]
+    assert [(e.line, e.field) for e in result.errors] == [(5, "cron"), (7, "name"), (12, "name")]
+    assert all(f"{path}:2;" in e.message for e in result.errors[1:])
+
+
+def test_inline_tables_without_lines_still_catch_a_repeated_name(tmp_path: Path) -> None:
+    one = '{name = "x", agent = "a", tenant = "t", event = true}'
+    path = write(tmp_path, "inline.toml", f"schedule = [{one}, {one}]\n")
+
+    result = load_path(path)
+
+    assert result.schedules == () and "defined twice" in only_error(result).message
 
 
 def test_folder_is_read_recursively_in_sorted_order(tmp_path: Path) -> None:
@@ -701,3 +788,89 @@ def test_unreadable_and_unsupported_paths(tmp_path: Path) -> None:
 def test_schedule_error_string_without_optional_parts() -> None:
     assert str(ScheduleError("a.toml", None, None, None, "broken")) == "a.toml: broken"
     assert str(ScheduleError("a.toml", 3, None, "cron", "bad")) == "a.toml:3: field 'cron': bad"
+
+
+@pytest.mark.parametrize(
+    ("written", "message"),
+    [
+        ('"0s"', "heartbeat interval must be at least 1s, got 0s"),
+        ("0", "heartbeat interval must be at least 1s, got 0s"),
+        ('"500ms"', "heartbeat interval must be at least 1s, got 0.5s"),
+        ('"-5s"', "invalid duration '-5s': must not be negative"),
+        ("-5", "invalid duration -5: must not be negative"),
+        ("-0.5", "invalid duration -0.5: must not be negative"),
+    ],
+)
+@pytest.mark.parametrize("suffix", ["toml", "yaml"])
+def test_a_zero_or_negative_heartbeat_names_file_line_and_field(
+    tmp_path: Path, written: str, message: str, suffix: str
+) -> None:
+    if suffix == "toml":
+        text = f'[[schedule]]\nname = "p"\nagent = "a"\ntenant = "t"\nheartbeat = {written}\n'
+    else:
+        text = f"schedules:\n  - name: p\n    agent: a\n    tenant: t\n    heartbeat: {written}\n"
+    path = write(tmp_path, f"hb.{suffix}", text)
+
+    error = only_error(load_path(path))
+
+    assert str(error) == f"{path}:5: schedule 'p': field 'heartbeat': {message}"
+
+
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        ("*/5 * * * *", '; quote the cron expression, e.g. cron: "*/5 * * * *"'),
+        ("* * * * *", '; quote the cron expression, e.g. cron: "*/5 * * * *"'),
+        ("*every", '; quote the cron expression, e.g. cron: "*/5 * * * *"'),
+        ("@daily", '; quote the cron expression, e.g. cron: "*/5 * * * *"'),
+    ],
+)
+def test_an_unquoted_yaml_cron_says_to_quote_it(tmp_path: Path, value: str, hint: str) -> None:
+    path = write(tmp_path, "c.yaml", f"schedules:\n  - name: p\n    agent: a\n    cron: {value}\n")
+
+    error = only_error(load_path(path))
+
+    assert error.line == 4 and error.message.startswith("YAML syntax error: ")
+    assert error.message.endswith(hint)
+
+
+def test_another_unquoted_star_value_names_its_key(tmp_path: Path) -> None:
+    path = write(tmp_path, "g.yaml", "schedules:\n  - name: p\n    goal: *important*\n")
+
+    assert only_error(load_path(path)).message.endswith(
+        "; quote the value of 'goal': YAML reads an unquoted '*' specially"
+    )
+
+
+@pytest.mark.parametrize(
+    ("zone", "suggested"),
+    [
+        ("CET", "Europe/Berlin"),
+        ("EST", "America/New_York"),  # tzdata's EST is -05:00 all year: no DST
+        ("EST5EDT", "America/New_York"),
+        ("PST", "America/Los_Angeles"),  # not in tzdata; was "did you mean 'MST'?"
+        ("CEST", "Europe/Berlin"),  # was "did you mean 'EST'?"
+        ("IST", "Europe/Berlin"),  # ambiguous: only the general advice
+    ],
+)
+def test_zone_abbreviations_are_refused_with_a_region_to_use(
+    tmp_path: Path, zone: str, suggested: str
+) -> None:
+    path = write(
+        tmp_path,
+        "z.toml",
+        f'[[schedule]]\nname = "x"\nagent = "a"\ntenant = "t"\ncron = "0 7 * * *"\n'
+        f'timezone = "{zone}"\n',
+    )
+
+    error = only_error(load_path(path))
+
+    assert (error.line, error.field) == (6, "timezone")
+    assert f"time zone {zone!r} is an abbreviation, not a region" in error.message
+    assert f"such as {suggested!r}" in error.message
+
+
+def test_regions_utc_and_stored_legacy_zones_still_load() -> None:
+    for zone in ("Europe/Berlin", "America/New_York", "UTC", "Etc/GMT+5"):
+        assert Cron("0 7 * * *", zone).timezone == zone
+    assert Cron("0 7 * * *", "CET").timezone == "CET"  # applied before: beat keeps firing it

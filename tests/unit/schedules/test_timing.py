@@ -517,3 +517,20 @@ def test_croniter_syntax(expression: str, after: str, expected: str) -> None:
 def test_next_fires_refuses_a_negative_count() -> None:
     with pytest.raises(ValueError, match="n must not be negative"):
         next_fires(cron("@daily"), at("2025-01-01T00:00:00Z"), -1)
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        cron("30 2 * * *", "Europe/Berlin"),
+        cron("0 * * * *", start=at("2026-05-01T00:00:00+00:00")),
+        cron("0 0 * * *", end=at("2026-03-02T00:00:00+00:00")),
+        beat("5m", jitter=timedelta(minutes=1)),
+        schedule(Event()),
+    ],
+    ids=["cron-berlin", "cron-start", "cron-ended", "heartbeat", "event"],
+)
+def test_one_next_fire_is_the_first_of_many(job: Schedule) -> None:
+    """`next_fires(…, 1)` takes `next_fire`'s shortcut (what `schedules list` asks)."""
+    after = at("2026-03-29T00:10:00+00:00")
+    assert next_fires(job, after, 1) == next_fires(job, after, 3)[:1]

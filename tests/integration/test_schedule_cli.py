@@ -1,0 +1,201 @@
+"""`nightshift schedules …` through click's CliRunner on real SQLite and PostgreSQL:
+what an operator with many schedules and untidy folders meets."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from sqlalchemy import Engine
+
+from schedules import catalog
+from schedules.definition import Cron, Event, Heartbeat, Schedule
+from tests.integration.sql_watch import Statements
+from workers.cli import main_group
+
+pytestmark = pytest.mark.integration
+
+T0 = datetime(2026, 3, 2, 12, tzinfo=UTC)
+
+
+def cli(engine: Engine, tmp_path: Path, *args: str) -> Result:
+    url = engine.url.render_as_string(hide_password=False)
+    return CliRunner().invoke(
+        main_group, ["--data-dir", str(tmp_path / "data"), "--database-url", url, *args]
+    )
+
+
+def applied(engine: Engine, *wanted: Schedule) -> None:
+    with engine.begin() as conn:
+        catalog.apply(conn, wanted, T0, prune=False)
+
+
+def many(count: int, prefix: str = "s") -> list[Schedule]:
+    triggers = (Cron("0 7 * * *", "Europe/Berlin"), Heartbeat(timedelta(minutes=5)), Event())
+    return [
+        Schedule(name=f"{prefix}{i:03d}", agent="demo", tenant="acme", trigger=triggers[i % 3])
+        for i in range(count)
+    ]
+
+
+def listed(result: Result) -> list[str]:
+    assert result.exit_code == 0, result.output
+    return [row["name"] for row in json.loads(result.stdout)]
+
+
+def test_list_reads_the_schedules_once_however_many_there_are(
+    engine: Engine, tmp_path: Path
+) -> None:
+    applied(engine, *many(3))
+    with Statements() as few:
+        assert len(listed(cli(engine, tmp_path, "schedules", "list", "--json"))) == 3
+    applied(engine, *many(40, prefix="t"))
+    with Statements() as lots:
+        assert len(listed(cli(engine, tmp_path, "schedules", "list", "--json"))) == 43
+    assert len(lots.seen) == len(few.seen)  # not one more query per schedule
+
+
+def test_list_filters_by_glob_and_limits(engine: Engine, tmp_path: Path) -> None:
+    applied(engine, *many(5, prefix="digest-"), *many(3, prefix="pulse_"))
+    assert listed(cli(engine, tmp_path, "schedules", "list", "--json", "--name", "PULSE_*")) == [
+        "pulse_000",
+        "pulse_001",
+        "pulse_002",
+    ]
+    assert listed(cli(engine, tmp_path, "schedules", "list", "--json", "--name", "*-00?")) == [
+        f"digest-{i:03d}" for i in range(5)
+    ]
+    # '_' is a name character, not LIKE's "any one character"
+    assert listed(cli(engine, tmp_path, "schedules", "list", "--json", "--name", "pulse_00")) == []
+    assert listed(cli(engine, tmp_path, "schedules", "list", "--json", "--name", "pulse_001")) == [
+        "pulse_001"
+    ]
+
+    limited = cli(engine, tmp_path, "schedules", "list", "--json", "--limit", "2")
+    assert listed(limited) == ["digest-000", "digest-001"]
+    assert "showing the first 2 schedules; more match" in limited.stderr
+    exact = cli(engine, tmp_path, "schedules", "list", "--limit", "3", "--name", "pulse*")
+    assert exact.exit_code == 0 and "more match" not in exact.stderr
+
+    none = cli(engine, tmp_path, "schedules", "list", "--name", "ghost*")
+    assert none.exit_code == 0 and "no applied schedule matches 'ghost*'" in none.stdout
+    bad = cli(engine, tmp_path, "schedules", "list", "--limit", "0")
+    assert bad.exit_code == 2 and "--limit" in bad.output
+
+
+def stored(engine: Engine) -> dict[str, Schedule]:
+    with engine.connect() as conn:
+        return {a.name: a.schedule for a in catalog.all_schedules(conn)}
+
+
+DIGEST = '[[schedule]]\nname = "digest"\nagent = "feed-watcher"\ntenant = "acme"\ncron = "{}"\n'
+
+
+def test_a_name_defined_twice_leaves_the_stored_schedule_alone(
+    engine: Engine, tmp_path: Path
+) -> None:
+    before = Schedule(name="digest", agent="demo", tenant="acme", trigger=Cron("0 6 * * *"))
+    keep = Schedule(name="other", agent="demo", tenant="acme", trigger=Event())
+    applied(engine, before, keep)
+    folder = tmp_path / "schedules"
+    (folder / "team").mkdir(parents=True)
+    (folder / "a.toml").write_text(DIGEST.format("0 7 * * *"))
+    (folder / "team" / "b.toml").write_text("\n" + DIGEST.format("0 8 * * *"))
+
+    result = cli(engine, tmp_path, "schedules", "apply", str(folder))
+
+    assert result.exit_code == 3
+    assert "unknown agent" not in result.stderr
+    assert f"{folder / 'team' / 'b.toml'}:3: schedule 'digest': field 'name'" in result.stderr
+    assert f"here and at {folder / 'a.toml'}:2" in result.stderr
+    now = stored(engine)
+    assert now["digest"].fingerprint() == before.fingerprint()  # neither updated
+    assert set(now) == {"digest", "other"}  # nor anything pruned
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {},
+        {"a.json": "{}", "notes.txt": "todo"},
+        {"README.md": "# x", "src/app.py": "", ".k.toml": ""},
+    ],
+    ids=["empty-folder", "only-json-and-txt", "some-other-folder"],
+)
+@pytest.mark.parametrize("dry_run", [False, True], ids=["apply", "dry-run"])
+def test_a_path_without_schedules_deletes_nothing_unless_allowed(
+    engine: Engine, tmp_path: Path, files: dict[str, str], dry_run: bool
+) -> None:
+    applied(engine, *many(3))
+    folder = tmp_path / "schedules"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    flags = ["--dry-run"] if dry_run else []
+
+    refused = cli(engine, tmp_path, "schedules", "apply", str(folder), *flags)
+
+    assert refused.exit_code == 3
+    assert f"no schedules found in {folder}" in refused.stderr
+    assert "would delete all 3 applied schedules" in refused.stderr
+    assert "--allow-empty" in refused.stderr
+    visible = sorted(str(folder / n) for n in files if not n.startswith("."))
+    if visible:
+        assert f"warning: skipped {len(visible)} file(s)" in refused.stderr
+        assert all(name in refused.stderr for name in visible)
+    assert len(stored(engine)) == 3
+
+    allowed = cli(engine, tmp_path, "schedules", "apply", str(folder), "--allow-empty", *flags)
+    assert allowed.exit_code == 0, allowed.output
+    assert len(stored(engine)) == (3 if dry_run else 0)
+
+
+def test_skipped_files_are_named_beside_a_good_apply(engine: Engine, tmp_path: Path) -> None:
+    folder = tmp_path / "schedules"
+    folder.mkdir()
+    (folder / "digest.toml").write_text(DIGEST.format("0 7 * * *"))
+    (folder / "pulse.jsn").write_text("{}")
+
+    result = cli(engine, tmp_path, "schedules", "apply", str(folder), "--json")
+
+    assert result.exit_code == 0, result.output
+    assert f"skipped 1 file(s) not ending in .toml, .yaml or .yml: {folder / 'pulse.jsn'}" in (
+        result.stderr
+    )
+    assert json.loads(result.stdout)["skipped_files"] == [str(folder / "pulse.jsn")]
+    assert set(stored(engine)) == {"digest"}
+
+
+def test_dry_run_summary_says_would_change(engine: Engine, tmp_path: Path) -> None:
+    folder = tmp_path / "schedules"
+    folder.mkdir()
+    (folder / "digest.toml").write_text(DIGEST.format("0 7 * * *"))
+
+    result = cli(engine, tmp_path, "schedules", "apply", str(folder), "--dry-run")
+
+    assert result.exit_code == 0, result.output
+    assert "would create digest" in result.stdout
+    assert f"schedules from {folder}: 1 would change, 0 unchanged" in result.stdout
+    assert stored(engine) == {}
+
+
+def test_list_shows_last_and_next_fire_in_the_schedules_zone(
+    engine: Engine, tmp_path: Path
+) -> None:
+    berlin = Schedule(
+        name="digest", agent="demo", tenant="acme", trigger=Cron("0 7 * * *", "Europe/Berlin")
+    )
+    applied(engine, berlin)
+    with engine.begin() as conn:
+        catalog.record_progress(conn, [catalog.Progress("digest", last_fire_at=T0)])
+
+    rows = json.loads(cli(engine, tmp_path, "schedules", "list", "--json").stdout)
+    assert rows[0]["last_fire"] == "2026-03-02T13:00:00+01:00"  # T0 is 12:00 UTC
+    assert rows[0]["next_fire"].endswith(("+01:00", "+02:00"))
+    table = cli(engine, tmp_path, "schedules", "list").stdout
+    assert "NEXT FIRE (ITS ZONE)" in table and "LAST FIRE (ITS ZONE)" in table
+    assert "2026-03-02T13:00:00+01:00" in table
