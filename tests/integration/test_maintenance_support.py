@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from click.testing import CliRunner, Result
-from sqlalchemy import Connection, Engine, insert, inspect, text
+from sqlalchemy import Connection, Engine, Table, insert, inspect, text
 
 from memory import consolidation
 from memory.records import Candidate, Kind, Provenance, Scope, Source, Status, content_hash
@@ -102,11 +102,14 @@ def find_in_files(folder: Path, marker: str) -> list[str]:
     ]
 
 
-def insert_active(conn: Connection, content: str, *, key: str, now: datetime) -> str:
-    """An active row written directly, as only a race between writers could leave it."""
+def insert_active(
+    conn: Connection, content: str, *, key: str, now: datetime, table: Table = memories
+) -> str:
+    """An active row written directly, as only a race between writers could leave it
+    (into `table`: the table as an earlier revision had it, for migration tests)."""
     memory_id = str(uuid.uuid4())
     conn.execute(
-        insert(memories).values(
+        insert(table).values(
             id=memory_id,
             tenant=ANA.tenant,
             user_id=ANA.user,
