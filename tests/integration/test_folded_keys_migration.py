@@ -5,18 +5,17 @@ goes to review; otherwise the newer value supersedes, linked both ways."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from alembic import command
-from sqlalchemy import Connection, MetaData, Table, exc, insert, select
+from sqlalchemy import Connection, MetaData, Table, exc, select
 
 from memory.engine import open_engine
-from memory.records import content_hash
+from memory.records import Source, Status
 from memory.store import Store
 from memory.tables import audit, memories
-from tests.integration.test_maintenance_support import ANA
+from tests.integration.test_maintenance_support import ANA, insert_active
 from workers import schema
 
 pytestmark = pytest.mark.integration
@@ -27,30 +26,17 @@ START = datetime(2026, 12, 1, tzinfo=UTC)
 def _row(
     conn: Connection, table: Table, key: str, source: str, minute: int, status: str = "active"
 ) -> str:
-    """A row as a release before 0013 stored it (the table as it then was)."""
-    memory_id = str(uuid.uuid4())
-    at = START + timedelta(minutes=minute)
-    content = f"{key} from {source} at {minute}"
-    conn.execute(
-        insert(table).values(
-            id=memory_id,
-            tenant=ANA.tenant,
-            user_id=ANA.user,
-            agent_id=ANA.agent,
-            kind="fact",
-            key=key,
-            content=content,
-            content_hash=content_hash(content),
-            status=status,
-            source=source,
-            confidence=0.8,
-            idempotency_key=f"old:{memory_id}",
-            created_at=at,
-            valid_from=at,
-            last_reinforced_at=at,
-        )
+    """A row of `source` written `minute`s after START, as a release before 0013 stored
+    it (into the table as it then was)."""
+    return insert_active(
+        conn,
+        f"{key} from {source} at {minute}",
+        key=key,
+        now=START + timedelta(minutes=minute),
+        table=table,
+        source=Source(source),
+        status=Status(status),
     )
-    return memory_id
 
 
 def test_0013_folds_keys_and_settles_crowded_slots(empty_database_url: str) -> None:

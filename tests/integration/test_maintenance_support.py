@@ -103,10 +103,18 @@ def find_in_files(folder: Path, marker: str) -> list[str]:
 
 
 def insert_active(
-    conn: Connection, content: str, *, key: str, now: datetime, table: Table = memories
+    conn: Connection,
+    content: str,
+    *,
+    key: str,
+    now: datetime,
+    table: Table = memories,
+    source: Source = Source.OBSERVED,
+    status: Status = Status.ACTIVE,
 ) -> str:
     """An active row written directly, as only a race between writers could leave it
-    (into `table`: the table as an earlier revision had it, for migration tests)."""
+    (into `table`: the table as an earlier revision had it, for migration tests;
+    from `source`; in another `status` if given)."""
     memory_id = str(uuid.uuid4())
     conn.execute(
         insert(table).values(
@@ -118,8 +126,8 @@ def insert_active(
             key=key,
             content=content,
             content_hash=content_hash(content),
-            status=Status.ACTIVE.value,
-            source=Source.OBSERVED.value,
+            status=status.value,
+            source=source.value,
             confidence=0.8,
             idempotency_key=f"race:{memory_id}",
             created_at=now,
