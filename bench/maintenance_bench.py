@@ -50,6 +50,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
 from memory.engine import open_engine
+from memory.folding import folded_key
 from memory.records import SOURCE_CONFIDENCE, Kind, Source, content_hash
 from workers import schema
 from workers.maintenance import run_job
@@ -70,6 +71,7 @@ COLUMNS = (
     "agent_id",
     "kind",
     "key",
+    "key_folded",
     "content",
     "content_hash",
     "status",
@@ -165,6 +167,7 @@ def rows(count: int, seed: int = 11) -> Iterator[str]:
             agent,
             kind.value,
             key,
+            folded_key(key),
             content,
             content_hash(content),
             "active",

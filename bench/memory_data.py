@@ -30,6 +30,7 @@ COLUMNS = [
     "agent_id",
     "kind",
     "key",
+    "key_folded",
     "content",
     "content_hash",
     "status",
@@ -108,7 +109,8 @@ def rows(count: int, scopes: int, seed: int = 11) -> Iterator[tuple[object, ...]
             scope.user,
             scope.agent,
             rng.choice(_KINDS).value,
-            "",
+            "",  # key
+            "",  # key_folded
             content,
             content_hash(content),
             "active",
@@ -134,7 +136,7 @@ def langgraph_row(row: Sequence[object]) -> tuple[object, ...]:
     """The same memory as a LangGraph store item: namespace, key, JSON value, times."""
     value = dict(zip(COLUMNS, row, strict=True))
     prefix = ".".join(str(value[c]) for c in ("tenant", "user_id", "agent_id"))
-    body = {k: v for k, v in value.items() if k not in ("created_at", "valid_from")}
+    body = {k: v for k, v in value.items() if k not in ("created_at", "valid_from", "key_folded")}
     body["last_reinforced_at"] = str(body["last_reinforced_at"])
     return (prefix, value["id"], json.dumps(body), value["created_at"], value["created_at"])
 

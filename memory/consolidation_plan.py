@@ -240,8 +240,8 @@ class _ByTenant:
 
 
 def _same_key(conn: Connection, live: list[Any]) -> list[tuple[str, Merge]]:
-    """Active rows that share a scope and key: the newest wins (only a race makes these,
-    so the window runs over the few keyed rows, not the table)."""
+    """Active rows that share a scope and slot (folded key): the newest wins (only a race
+    makes these, so the window runs over the few keyed rows, not the table)."""
     c = memories.c
     b = _bytewise(conn)
     by_key = (
@@ -251,7 +251,7 @@ def _same_key(conn: Connection, live: list[Any]) -> list[tuple[str, Merge]]:
             c.version,
             func.first_value(c.id)
             .over(
-                partition_by=(b(c.tenant), b(c.user_id), b(c.agent_id), b(c.key)),
+                partition_by=(b(c.tenant), b(c.user_id), b(c.agent_id), b(c.key_folded)),
                 order_by=(c.created_at.desc(), b(c.id).desc()),
             )
             .label("target"),

@@ -22,19 +22,27 @@ where the two dialects disagree on a rare letter (PostgreSQL lowers "İ" to "i",
 Python to "i̇") each still agrees with itself.
 
     select(memories.c.id).where(fold(memories.c.subject) == fold(literal("Ana ")))
+
+A memory's key is matched in the same folded form (`folded_key`), so "diet",
+"Diet ", "DIET" and "diet" with a zero-width space are one slot: one active value,
+superseded by a new one, and a person's statement on it not replaced by an agent's
+inference. That form is computed here, in Python, and stored beside the key
+(`ns_memories.key_folded`, see `memory.tables`), never by `ns_fold` in the
+database: a key matched through an index must be folded the same way by every
+writer, and the two dialects' `lower` differ on a rare letter.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Text, event, func
+from sqlalchemy import ColumnElement, Connection, Text, func
 
 from memory.phrasing import INVISIBLE, as_read
-from memory.tables import metadata
 
 SPACES = re.compile("[\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
 """A run of white space, as literal characters both Python and PostgreSQL read (their
@@ -71,6 +79,26 @@ def spelled(text: str) -> str:
 def folded(text: str) -> str:
     """`spelled(text)` lower-cased: what `ns_fold` makes of `text` on SQLite."""
     return spelled(text).lower()
+
+
+ITEM_KEY_PREFIXES = ("lg:", "lg#")
+"""The key families of the LangGraph adapter (`memory.langgraph.encoding`). An item key
+is already one spelling per item (percent-encoded, or a hash), and LangGraph keys
+are case sensitive: "Prefs" and "prefs" are two items. Such keys match as written."""
+
+
+@functools.lru_cache(maxsize=4096)
+def folded_key(key: str) -> str:
+    """The form a memory key is matched in: `folded(key)`, or `key` itself for an
+    adapter's item key (`ITEM_KEY_PREFIXES`). Stored as `ns_memories.key_folded`;
+    every lookup by key (supersession, review, history, the goal record,
+    consolidation) compares it. The key shown stays as its writer spelled it.
+
+        >>> folded_key("Diet\u200b "), folded_key("ＤＩＥＴ"), folded_key("lg:ns:Prefs")
+        ('diet', 'diet', 'lg:ns:Prefs')
+
+    Cached: a writer meets the same few keys again and again."""
+    return key if key.startswith(ITEM_KEY_PREFIXES) else folded(key)
 
 
 def unaccented(text: str) -> str:
@@ -113,7 +141,3 @@ def _or_null(python: Callable[[str], str]) -> Callable[[object], object]:
         return python(value) if isinstance(value, str) else value
 
     return call
-
-
-event.listen(metadata, "after_create", lambda target, conn, **kw: create(conn))
-event.listen(metadata, "before_drop", lambda target, conn, **kw: drop(conn))

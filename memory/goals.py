@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from memory.folding import folded_key
 from memory.records import Candidate, Kind, Memory, Provenance, Scope, Source, Status
 
 if TYPE_CHECKING:
@@ -63,8 +64,13 @@ class GoalView:
     memory_id: str = ""
 
 
+def is_goal_key(key: str) -> bool:
+    """Whether `key` is the goal record's slot, however it is spelled ("Goal ")."""
+    return folded_key(key) == GOAL_KEY
+
+
 def is_goal_memory(memory: Memory) -> bool:
-    return memory.key == GOAL_KEY
+    return is_goal_key(memory.key)
 
 
 def split_goal_memories(memories: Iterable[Memory]) -> tuple[Memory, ...]:
@@ -89,7 +95,7 @@ def goal_record(memories: Iterable[Memory], scope: Scope) -> Memory | None:
         (
             m
             for m in memories
-            if m.key == GOAL_KEY
+            if is_goal_key(m.key)
             and m.scope == scope
             and m.kind is Kind.GOAL
             and m.source in GOAL_SOURCES

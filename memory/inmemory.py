@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from memory.expiry import is_expired
+from memory.folding import folded_key
 from memory.loading import Ranked
 from memory.port import (
     AuditEntry,
@@ -142,8 +143,13 @@ class InMemoryRows:
         return None if memory_id is None else self.state.get(memory_id)
 
     def active_by_key(self, scope: Scope, key: str) -> Memory | None:
+        slot = folded_key(key)
         return next(
-            (m for m in self._all([scope]) if m.key == key and m.status is Status.ACTIVE),
+            (
+                m
+                for m in self._all([scope])
+                if m.key and folded_key(m.key) == slot and m.status is Status.ACTIVE
+            ),
             None,
         )
 
@@ -154,8 +160,9 @@ class InMemoryRows:
         return {(m.scope, m.idempotency_key): m for m in found if m is not None}
 
     def active_by_keys(self, pairs: Sequence[tuple[Scope, str]]) -> dict[tuple[Scope, str], Memory]:
+        """The active row of each (scope, folded key), by that pair."""
         found = (self.active_by_key(scope, key) for scope, key in pairs)
-        return {(m.scope, m.key): m for m in found if m is not None}
+        return {(m.scope, folded_key(m.key)): m for m in found if m is not None}
 
     def ask_existing(
         self, idempotency: Sequence[tuple[Scope, str]], slots: Sequence[tuple[Scope, str]]
@@ -246,7 +253,12 @@ class InMemoryRows:
         return found[: op.limit]
 
     def history(self, op: HistoryOp) -> list[Memory]:
-        found = [m for m in self._all(op.readable) if m.key == op.key]
+        slot = folded_key(op.key)
+        found = [
+            m
+            for m in self._all(op.readable)
+            if folded_key(m.key) == slot and bool(m.key) == bool(op.key)
+        ]
         return sorted(found, key=lambda m: (m.valid_from, m.created_at, m.id))
 
     def by_ids(self, readable: Sequence[Scope], ids: Sequence[str]) -> list[Memory]:

@@ -27,12 +27,13 @@ from typing import Any
 from sqlalchemy import Connection
 
 from memory.dialect import DriverStatement, array_literal
+from memory.folding import folded_key
 from memory.receipts import Decision, WriteReceipt
 from memory.records import Memory, Scope, Status
-from memory.tables import Timestamp, memories
+from memory.tables import MEMORY_COLUMNS, Timestamp
 
-_COLUMNS = tuple(c.name for c in memories.c if c.name != "search_vector")
-_TIMES = tuple(c.name for c in memories.c if isinstance(c.type, Timestamp))
+_COLUMNS = tuple(c.name for c in MEMORY_COLUMNS)
+_TIMES = tuple(c.name for c in MEMORY_COLUMNS if isinstance(c.type, Timestamp))
 _SELECT = ", ".join(f"m.{name}" for name in _COLUMNS)
 
 
@@ -53,10 +54,11 @@ _ARRAYS = ("tenants", "users", "agents", "keys")
 EXISTING = DriverStatement.from_sql(
     _probe("idem", "m.idempotency_key = q.key")
     + "\nUNION ALL\n"
-    + _probe("slot", "m.key = q.key AND m.key <> '' AND m.status = 'active'"),
+    + _probe("slot", "m.key_folded = q.key AND m.key <> '' AND m.status = 'active'"),
     by_key=True,
 )
-"""Per (scope, idempotency key), the row holding it; per (scope, slot), its active row."""
+"""Per (scope, idempotency key), the row holding it; per (scope, slot), its active row
+(a slot is a folded key, `folding.folded_key`, matched by the scope-key index)."""
 
 
 RECEIPT = (
@@ -97,8 +99,8 @@ def existing(
     for m in found.values():
         if (m.scope, m.idempotency_key) in wanted_idem:
             by_idem[(m.scope, m.idempotency_key)] = m
-        if m.status is Status.ACTIVE and (m.scope, m.key) in wanted_slots:
-            active[(m.scope, m.key)] = m
+        if m.status is Status.ACTIVE and (m.scope, folded_key(m.key)) in wanted_slots:
+            active[(m.scope, folded_key(m.key))] = m
     return by_idem, active
 
 

@@ -26,6 +26,7 @@ from sqlalchemy import Connection
 
 from memory import queries
 from memory.dialect import DriverStatement, array_literal
+from memory.folding import folded_key
 from memory.fulltext import SEARCH_VECTOR
 from memory.port import AuditEntry
 from memory.receipts import WriteReceipt
@@ -91,6 +92,7 @@ _MEMORY_COLUMNS = (
     ("agent_id", "varchar"),
     ("kind", "varchar"),
     ("key", "varchar"),
+    ("key_folded", "text"),
     ("content", "text"),
     ("content_hash", "varchar"),
     ("status", "varchar"),
@@ -342,6 +344,7 @@ def _memory_row(m: Memory, iso: _IsoTimes) -> dict[str, object]:
         "agent_id": m.scope.agent,
         "kind": m.kind.value,
         "key": m.key,
+        "key_folded": folded_key(m.key),
         "content": m.content,
         "content_hash": content_hash(m.content),
         "status": m.status.value,

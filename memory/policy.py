@@ -38,7 +38,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from memory.goals import GOAL_KEY, GOAL_SOURCES
+from memory.folding import folded_key
+from memory.goals import GOAL_KEY, GOAL_SOURCES, is_goal_key
 from memory.phrasing import looks_like_instruction, looks_like_plan
 from memory.records import Candidate, Kind, Layer, Provenance, Source
 from memory.secrets import find_secrets_as_read
@@ -182,6 +183,14 @@ def _size(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | None
             Action.REFUSE,
             c.kind,
             f"key has {len(c.key)} characters, more than {config.max_key_chars}",
+            Rule.TOO_LONG,
+        )
+    if not c.key.isascii() and len(folded_key(c.key)) > config.max_key_chars:
+        # NFKC lengthens some characters ("ﷺ" is 18 letters): the slot must fit too.
+        return Verdict(
+            Action.REFUSE,
+            c.kind,
+            f"key reads as {len(folded_key(c.key))} characters, more than {config.max_key_chars}",
             Rule.TOO_LONG,
         )
     return None
@@ -419,7 +428,7 @@ def _goal_key(c: Candidate, verdict: Verdict) -> Verdict:
     """`verdict`, unless it would store on the `goal` key anything but a goal from a
     goal source: that key is the scope's goal record, which runs are given as their
     goal, so no earlier rule's re-kinding may leave something else there."""
-    if c.key != GOAL_KEY or not verdict.stored:
+    if not is_goal_key(c.key) or not verdict.stored:
         return verdict
     if verdict.kind is Kind.GOAL and c.provenance.source in GOAL_SOURCES:
         return verdict

@@ -22,7 +22,6 @@ from sqlalchemy import (
     insert,
     or_,
     select,
-    true,
     update,
 )
 
@@ -33,14 +32,15 @@ from memory.expiry import (
     literal_cutoff,
     within_ttl,
 )
+from memory.folding import folded_key
 from memory.port import AuditEntry
 from memory.receipts import Decision, WriteReceipt
 from memory.records import Memory, Scope, Status, content_hash
-from memory.tables import ACTIVE_ROW, KEYED_ROW, audit, memories, receipts
+from memory.tables import ACTIVE_ROW, KEYED_ROW, MEMORY_COLUMNS, audit, memories, receipts
 
 ScopeOrScopes = Scope | Sequence[Scope]
-ROW = tuple(c for c in memories.c if c.name != "search_vector")
-"""The columns a `Memory` is built from (the search vector stays in the database)."""
+ROW = MEMORY_COLUMNS
+"""The columns a `Memory` is built from (the derived ones stay in the database)."""
 
 
 def in_scope(scope: Scope) -> ColumnElement[bool]:
@@ -85,6 +85,7 @@ def to_values(memory: Memory) -> dict[str, Any]:
         tenant=memory.scope.tenant,
         user_id=memory.scope.user,
         agent_id=memory.scope.agent,
+        key_folded=folded_key(memory.key),
         content_hash=content_hash(memory.content),
     )
     return values
@@ -101,7 +102,9 @@ def by_idempotency_key(conn: Connection, scope: Scope, key: str) -> Memory | Non
 
 
 def active_by_key(conn: Connection, scope: Scope, key: str) -> Memory | None:
-    query = select(*ROW).where(in_scope(scope), memories.c.key == key, KEYED_ROW, ACTIVE_ROW)
+    """The active row of `key`'s slot in `scope`, however either is spelled."""
+    slot = memories.c.key_folded == folded_key(key)
+    query = select(*ROW).where(in_scope(scope), slot, KEYED_ROW, ACTIVE_ROW)
     row = conn.execute(query).mappings().first()
     return Memory.from_row(row) if row else None
 
@@ -148,14 +151,15 @@ def existing(
     slots: Sequence[tuple[Scope, str]],
 ) -> tuple[dict[tuple[Scope, str], Memory], dict[tuple[Scope, str], Memory]]:
     """What an apply needs to know up front, in one query: the rows already holding
-    these idempotency keys, and the active row of each of these slots."""
+    these idempotency keys (exact), and the active row of each of these slots
+    (`slots`: folded keys, `folding.folded_key`)."""
     if conn.dialect.name == "postgresql":
         return lookups.existing(conn, idempotency, slots)
     arms = []
     if idempotency:
         arms.append(_scope_key_in(memories.c.idempotency_key, idempotency))
     if slots:
-        arms.append(and_(_scope_key_in(memories.c.key, slots), KEYED_ROW, ACTIVE_ROW))
+        arms.append(and_(_scope_key_in(memories.c.key_folded, slots), KEYED_ROW, ACTIVE_ROW))
     if not arms:
         return {}, {}
     found = [Memory.from_row(r) for r in conn.execute(select(*ROW).where(or_(*arms))).mappings()]
@@ -166,9 +170,9 @@ def existing(
         if (m.scope, m.idempotency_key) in wanted_idem
     }
     active = {
-        (m.scope, m.key): m
+        (m.scope, folded_key(m.key)): m
         for m in found
-        if m.status is Status.ACTIVE and (m.scope, m.key) in wanted_slots
+        if m.status is Status.ACTIVE and (m.scope, folded_key(m.key)) in wanted_slots
     }
     return by_idem, active
 
@@ -291,9 +295,14 @@ def listing(
 
 
 def history(conn: Connection, scope: ScopeOrScopes, key: str) -> list[Memory]:
+    """Every version of `key`'s slot, whatever spelling each was written in."""
     query = (
         select(*ROW)
-        .where(readable_by(scope), memories.c.key == key, KEYED_ROW if key else true())
+        .where(
+            readable_by(scope),
+            memories.c.key_folded == folded_key(key),
+            KEYED_ROW if key else memories.c.key == "",
+        )
         .order_by(memories.c.valid_from, memories.c.created_at, memories.c.id)
     )
     return [Memory.from_row(r) for r in conn.execute(query).mappings()]

@@ -24,12 +24,18 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     and_,
+    event,
     literal_column,
 )
 from sqlalchemy.dialects.postgresql import TSVECTOR
+from sqlalchemy.engine.default import DefaultExecutionContext
 from sqlalchemy.types import TypeDecorator
 
+from memory import folding
+
 metadata = MetaData()
+event.listen(metadata, "after_create", lambda target, conn, **kw: folding.create(conn))
+event.listen(metadata, "before_drop", lambda target, conn, **kw: folding.drop(conn))
 
 
 def utc(value: datetime) -> datetime:
@@ -54,6 +60,12 @@ class Timestamp(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+def _key_folded(context: DefaultExecutionContext) -> str:
+    """`key_folded` of a row inserted without it (SQLAlchemy fills it per row); the
+    writer's own inserts give it."""
+    return folding.folded_key(context.get_current_parameters().get("key", ""))
+
+
 memories = Table(
     "ns_memories",
     metadata,
@@ -63,6 +75,9 @@ memories = Table(
     Column("agent_id", String(128), nullable=False, server_default=""),
     Column("kind", String(16), nullable=False),
     Column("key", String(256), nullable=False, server_default=""),
+    # The key as it is matched (`folding.folded_key`): the slot. Text, since NFKC can
+    # lengthen a key; the gate keeps it within the key's limit.
+    Column("key_folded", Text, nullable=False, server_default="", default=_key_folded),
     Column("content", Text, nullable=False),
     Column("content_hash", String(16), nullable=False),
     Column("status", String(16), nullable=False),
@@ -96,6 +111,11 @@ memories = Table(
     # Room on each page so score-only updates (decay, votes) stay HOT: 0006_maint_fillfactor.
     postgresql_with={"fillfactor": 90},
 )
+DERIVED = frozenset({"search_vector", "key_folded"})
+"""Columns the store derives from others for its indexes; a `Memory` is read without them."""
+MEMORY_COLUMNS = tuple(c for c in memories.c if c.name not in DERIVED)
+"""The columns a `Memory` is built from."""
+
 # The two row classes the partial indexes below are built on. Literals, never bound
 # parameters: a prepared statement (PostgreSQL) or any statement (SQLite) can use
 # a partial index only when its WHERE carries the index's own term, and a
@@ -120,12 +140,13 @@ Index(
     sqlite_where=ACTIVE_ROW,
 )
 # The slot lookups (supersession, history) of keyed rows; most memories have no key.
+# Slots are folded keys (0013): "diet" and "Diet " are one.
 Index(
     "ix_ns_memories_scope_key",
     memories.c.tenant,
     memories.c.user_id,
     memories.c.agent_id,
-    memories.c.key,
+    memories.c.key_folded,
     postgresql_where=KEYED_ROW,
     sqlite_where=KEYED_ROW,
 )
@@ -138,7 +159,7 @@ Index(
     memories.c.tenant,
     memories.c.user_id,
     memories.c.agent_id,
-    memories.c.key,
+    memories.c.key_folded,
     unique=True,
     postgresql_where=and_(ACTIVE_ROW, KEYED_ROW),
     sqlite_where=and_(ACTIVE_ROW, KEYED_ROW),

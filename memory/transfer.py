@@ -6,7 +6,12 @@ exactly as stored: ids, provenance, superseded history, review items, audit.
 One line per row: `{"table": "ns_memories", "row": {...}}`, preceded by a header
 line naming the format version and the tenant. Import inserts rows that are not
 there yet (by primary key) in one transaction, so importing the same file twice
-changes nothing, and a failed import changes nothing.
+changes nothing, and a failed import changes nothing. A memory's slot
+(`key_folded`) is computed here from its key, whatever the file says: an export
+made before slots were folded has none. Where the file's active values crowd a
+slot — an export made before 0013, holding "diet" and "Diet" both active — the
+slot is settled as migration 0013 settles it (`memory.slot_repair`), not left to
+the one-active-value index to drop a row silently.
 
 Forgetting outlives backups, in whichever order they are restored. An export
 carries the tenant's tombstones:
@@ -28,11 +33,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, DateTime, Engine, Integer, Table, insert, select
+from sqlalchemy import Connection, DateTime, Engine, Integer, Table, and_, insert, or_, select
 from sqlalchemy.types import TypeDecorator
 
+from memory import slot_repair
 from memory.dialect import insert_ignoring_conflicts
 from memory.engine import autocommit
+from memory.folding import folded_key
 from memory.forget_replay import replay, unnamed
 from memory.maintenance_tables import tombstones
 from memory.storable import text_problems
@@ -109,6 +116,7 @@ def import_tenant(
     inserted: dict[str, int] = {}
     pending: dict[str, list[dict[str, Any]]] = {}
     known_tombstones: set[str] = set()
+    crowding: list[dict[str, Any]] = []
     for number, line in iterator:
         if not line.strip():
             continue
@@ -118,9 +126,13 @@ def import_tenant(
         read[name] = read.get(name, 0) + 1
         pending.setdefault(name, []).append(row)
         if len(pending[name]) >= BATCH:
-            inserted[name] = inserted.get(name, 0) + _insert(conn, tables[name], pending.pop(name))
+            inserted[name] = inserted.get(name, 0) + _insert(
+                conn, tables[name], pending.pop(name), crowding
+            )
     for name, rows in pending.items():
-        inserted[name] = inserted.get(name, 0) + _insert(conn, tables[name], rows)
+        inserted[name] = inserted.get(name, 0) + _insert(conn, tables[name], rows, crowding)
+    if settled := _settle_crowded(conn, crowding):
+        inserted[memories.name] = inserted.get(memories.name, 0) + settled
     _refuse_if_forgotten_since(conn, tenant, known_tombstones)
     if held_memory:
         _refuse_if_unnamed(conn, tenant, known_tombstones - unnamed_here)
@@ -238,13 +250,22 @@ def _decode(table: Table, row: dict[str, Any]) -> dict[str, Any]:
             if problems := text_problems(column, value, limit):
                 raise ValueError("; ".join(problems))
         decoded[column] = value
+    if table is memories:
+        decoded["key_folded"] = folded_key(decoded.get("key", ""))
     return decoded
 
 
-def _insert(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> int:
+def _insert(
+    conn: Connection, table: Table, rows: list[dict[str, Any]], crowding: list[dict[str, Any]]
+) -> int:
+    """Insert the rows not there yet; memories an active value of their slot turned
+    away are added to `crowding` (inserted later, settled: `_settle_crowded`)."""
     key = list(table.primary_key.columns)[0]
     if not _is_serial(table):
-        return len(insert_ignoring_conflicts(conn, table, rows, returning=key.name))
+        done = set(insert_ignoring_conflicts(conn, table, rows, returning=key.name))
+        if table is memories:
+            crowding += (r for r in rows if r["id"] not in done and _active_keyed(r))
+        return len(done)
     # A serial id (the audit trail) means nothing in another database: rows get new
     # ids there, and a row equal in every other column is the same row imported again.
     fresh = [
@@ -262,6 +283,37 @@ def _insert(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> int:
     if fresh:
         conn.execute(insert(table), fresh)
     return len(fresh)
+
+
+def _active_keyed(row: dict[str, Any]) -> bool:
+    return row.get("status") == "active" and bool(row.get("key"))
+
+
+def _settle_crowded(conn: Connection, turned_away: list[dict[str, Any]]) -> int:
+    """Insert the file's active values that found their slot taken, settling each slot
+    (`slot_repair.repair`); returns how many were inserted. A row turned away for
+    another reason (its id or idempotency key already here) stays out, as before."""
+    crowding = [
+        r
+        for r in turned_away
+        if conn.execute(
+            select(memories.c.id).where(
+                or_(
+                    memories.c.id == r["id"],
+                    and_(
+                        memories.c.tenant == r["tenant"],
+                        memories.c.user_id == r["user_id"],
+                        memories.c.agent_id == r["agent_id"],
+                        memories.c.idempotency_key == r["idempotency_key"],
+                    ),
+                )
+            )
+        ).first()
+        is None
+    ]
+    if crowding:
+        slot_repair.repair(conn, (), actor="import", now=datetime.now(UTC), arriving=crowding)
+    return len(crowding)
 
 
 def _is_serial(table: Table) -> bool:

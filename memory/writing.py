@@ -5,6 +5,9 @@
   value for a key replaces the old one, linked both ways, old row kept) and the
   rule that a person's statement is not superseded by an agent's value (the latter
   waits for review). One receipt per handle; a replayed handle returns it unchanged.
+  Keys are matched folded (`folding.folded_key`): "diet" and "Diet " are one slot,
+  so a spelling can neither slip an agent's value past the person's statement nor
+  leave a correction beside what it corrects. Idempotency keys match exactly.
 - `edit` is the operator's direct change, with optimistic concurrency: it names the
   version it read; a stale edit raises `EditConflict` unless forced, and a forced
   edit is audited as such.
@@ -22,7 +25,7 @@ import os
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from memory.folding import spelled
+from memory.folding import folded_key, spelled
 from memory.policy import (
     DEFAULT_CONFIG,
     Action,
@@ -232,14 +235,15 @@ class _Keys:
         return [(c.scope, k) for c, k in zip(self.candidates, self.idempotency_keys, strict=True)]
 
     def slots(self) -> list[tuple[Scope, str]]:
-        """(scope, key) of every keyed candidate."""
-        return [(c.scope, c.key) for c in self.candidates if c.key]
+        """(scope, folded key) of every keyed candidate."""
+        return [(c.scope, folded_key(c.key)) for c in self.candidates if c.key]
 
 
 class _Batch:
     """One apply's view of the rows it touches: read in one query, written in one.
 
-    Existing rows for the batch's idempotency keys and slots are read up front;
+    Existing rows for the batch's idempotency keys and slots are read up front
+    (`active` is by scope and folded key);
     new rows are inserted together at the end, so a batch of N candidates costs a
     handful of statements rather than N round trips. Later candidates see earlier
     ones of the same batch (a retry inside a batch, two values for one slot).
@@ -269,11 +273,12 @@ class _Batch:
             self.rows.update(memory.id, changes)
             self.updated.add(memory.id)
         self.by_idem[(memory.scope, memory.idempotency_key)] = changed
-        if memory.key and self.active.get((memory.scope, memory.key), changed).id == memory.id:
+        slot = _slot(memory)
+        if memory.key and self.active.get(slot, changed).id == memory.id:
             if changed.status is Status.ACTIVE:
-                self.active[(memory.scope, memory.key)] = changed
+                self.active[slot] = changed
             else:
-                self.active.pop((memory.scope, memory.key), None)
+                self.active.pop(slot, None)
         return changed
 
     def flush(self) -> None:
@@ -294,7 +299,7 @@ class _Batch:
         self.now = now
         changed = dataclasses.replace(current, **changes)
         self.by_idem[(current.scope, current.idempotency_key)] = changed
-        self.active.pop((current.scope, current.key), None)
+        self.active.pop(_slot(current), None)
 
     def apply_one(
         self, index: int, candidate: Candidate, verdict: Verdict, now: datetime
@@ -344,7 +349,7 @@ class _Batch:
 
         current = None
         if status is Status.ACTIVE and candidate.key:
-            current = self.active.get((candidate.scope, candidate.key))
+            current = self.active.get(_slot(candidate))
             if current is not None and content_hash(current.content) == digest:
                 return Decision(
                     index,
@@ -374,11 +379,16 @@ class _Batch:
         self.new[row.id] = row
         self.by_idem[(row.scope, row.idempotency_key)] = row
         if row.key and row.status is Status.ACTIVE:
-            self.active[(row.scope, row.key)] = row
+            self.active[_slot(row)] = row
         if current is not None:
             return Decision(index, Outcome.SUPERSEDED, kind.value, rule, reason, row.id, current.id)
         outcome = Outcome.STORED if status is Status.ACTIVE else Outcome.REVIEW
         return Decision(index, outcome, kind.value, rule, reason, row.id)
+
+
+def _slot(memory: Memory | Candidate) -> tuple[Scope, str]:
+    """The (scope, folded key) a keyed row or candidate holds: `_Batch.active`'s key."""
+    return memory.scope, folded_key(memory.key)
 
 
 def _not_replaceable(earlier: Memory, candidate: Candidate, status: Status) -> str:

@@ -28,10 +28,10 @@ from urllib.parse import quote
 
 from langgraph.store.base import InvalidNamespaceError
 
+from memory.folding import ITEM_KEY_PREFIXES
 from memory.policy import DEFAULT_CONFIG
 
-KEY_PREFIX = "lg:"
-HASHED_PREFIX = "lg#"
+KEY_PREFIX, HASHED_PREFIX = ITEM_KEY_PREFIXES  # "lg:", "lg#": matched as written
 REFERENCE_PREFIX = "langgraph:"
 MAX_KEY_CHARS = DEFAULT_CONFIG.max_key_chars
 

@@ -59,7 +59,8 @@ class ItemRows:
         keys = list(keys)
         if not keys:
             return
-        among = and_(queries.in_scope(self.scope), memories.c.key.in_(keys))
+        # Item keys are their own folded form (`folding.ITEM_KEY_PREFIXES`): the slot index.
+        among = and_(queries.in_scope(self.scope), memories.c.key_folded.in_(keys))
         with self.engine.begin() as conn:
             expiry.expire(conn, now, self.ttl, tenant=self.scope.tenant, among=among)
 

@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from click.testing import CliRunner, Result
-from sqlalchemy import Connection, Engine, insert, inspect, text
+from sqlalchemy import Connection, Engine, Table, insert, inspect, text
 
 from memory import consolidation
 from memory.records import Candidate, Kind, Provenance, Scope, Source, Status, content_hash
@@ -102,11 +102,22 @@ def find_in_files(folder: Path, marker: str) -> list[str]:
     ]
 
 
-def insert_active(conn: Connection, content: str, *, key: str, now: datetime) -> str:
-    """An active row written directly, as only a race between writers could leave it."""
+def insert_active(
+    conn: Connection,
+    content: str,
+    *,
+    key: str,
+    now: datetime,
+    table: Table = memories,
+    source: Source = Source.OBSERVED,
+    status: Status = Status.ACTIVE,
+) -> str:
+    """An active row written directly, as only a race between writers could leave it
+    (into `table`: the table as an earlier revision had it, for migration tests;
+    from `source`; in another `status` if given)."""
     memory_id = str(uuid.uuid4())
     conn.execute(
-        insert(memories).values(
+        insert(table).values(
             id=memory_id,
             tenant=ANA.tenant,
             user_id=ANA.user,
@@ -115,8 +126,8 @@ def insert_active(conn: Connection, content: str, *, key: str, now: datetime) ->
             key=key,
             content=content,
             content_hash=content_hash(content),
-            status=Status.ACTIVE.value,
-            source=Source.OBSERVED.value,
+            status=status.value,
+            source=source.value,
             confidence=0.8,
             idempotency_key=f"race:{memory_id}",
             created_at=now,

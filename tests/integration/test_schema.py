@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import exc, inspect, select
+from sqlalchemy import MetaData, Table, exc, inspect, select
 
 from memory.engine import open_engine
 from memory.tables import memories
@@ -58,13 +58,16 @@ def test_0010_repairs_slots_a_race_left_with_several_active_values(
     schema.upgrade(engine, "0009_search_vector_given")
     start = datetime(2026, 12, 1, tzinfo=UTC)
     with engine.begin() as conn:
+        before = Table("ns_memories", MetaData(), autoload_with=conn)  # as 0009 left it
         ids = [
-            insert_active(conn, f"plan v{i}", key="plan", now=start + timedelta(minutes=i))
+            insert_active(
+                conn, f"plan v{i}", key="plan", now=start + timedelta(minutes=i), table=before
+            )
             for i in range(3)
         ]
-        other = insert_active(conn, "home is Lisbon", key="home", now=start)
-        note = insert_active(conn, "a note", key="", now=start)
-        twin = insert_active(conn, "another note", key="", now=start)
+        other = insert_active(conn, "home is Lisbon", key="home", now=start, table=before)
+        note = insert_active(conn, "a note", key="", now=start, table=before)
+        twin = insert_active(conn, "another note", key="", now=start, table=before)
     schema.upgrade(engine)
     with engine.connect() as conn:
         rows = {r.id: r for r in conn.execute(select(memories))}

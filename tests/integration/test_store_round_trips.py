@@ -409,10 +409,11 @@ def test_the_writer_s_plans_made_on_an_empty_table_still_probe_by_key(
     pg_store.apply(first, handle="h0", actor="w")  # plans both statements, table empty
     with autocommit(pg_engine) as conn:
         conn.exec_driver_sql(
-            "INSERT INTO ns_memories (id, tenant, user_id, agent_id, kind, key, content,"
-            " content_hash, status, source, confidence, idempotency_key, created_at,"
+            "INSERT INTO ns_memories (id, tenant, user_id, agent_id, kind, key, key_folded,"
+            " content, content_hash, status, source, confidence, idempotency_key, created_at,"
             " valid_from, last_reinforced_at)"
             " SELECT 'bulk-' || n, 'acme', 'ana', 'triage', 'fact', 'slot-' || mod(n, 50),"
+            " 'slot-' || mod(n, 50),"
             " 'bulk note ' || n, 'h', CASE WHEN n <= 50 THEN 'active' ELSE 'superseded' END,"
             " 'observed', 0.5, 'bulk:' || n, now(), now(), now()"
             " FROM generate_series(1, 5000) AS n"

@@ -13,7 +13,7 @@ import pytest
 from memory import consolidation, hot
 from memory.engine import open_engine
 from memory.forgetting import Requester, Selector, forget
-from memory.records import Candidate, Kind, Provenance, Scope, Source
+from memory.records import Candidate, Kind, Provenance, Scope, Source, Status
 from memory.store import Store
 from memory.transfer import (
     ImportFormatError,
@@ -241,3 +241,58 @@ def test_hot_summaries_travel_with_their_tenant(tmp_path: Path, database_url: st
     with target.engine.connect() as conn:
         assert hot.read(conn, ANA) == built
     target.engine.dispose()
+
+
+def test_an_export_from_before_folded_keys_imports_its_crowded_slots_settled(
+    tmp_path: Path, database_url: str
+) -> None:
+    """An export made before 0013 has no `key_folded` and may hold two active values
+    on one folded key: the import computes the slot and settles it as 0013 does."""
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    source = Store(open_engine(f"sqlite:///{tmp_path / 'a.db'}"), clock=lambda: now)
+    schema.upgrade(source.engine)
+
+    def c(content: str, key: str, task: str, source: Source) -> Candidate:
+        provenance = Provenance(source=source, task_id=task, run_id=task, agent="triage")
+        return Candidate(scope=ANA, kind=Kind.FACT, content=content, key=key, provenance=provenance)
+
+    source.apply([c("vegetarian", "diet", "r1", Source.STATED)], handle="h1", actor="w")
+    source.apply([c("lives in Lisbon", "home", "r2", Source.OBSERVED)], handle="h2", actor="w")
+    now += timedelta(hours=1)
+    source.apply([c("eats fish", "Diet", "r3", Source.OBSERVED)], handle="h3", actor="w")
+    source.apply([c("lives in Porto", "HOME ", "r4", Source.STATED)], handle="h4", actor="w")
+    with source.engine.connect() as conn:
+        lines = [_as_before_0013(line) for line in export_tenant(conn, "acme")]
+
+    target = Store(open_engine(database_url))
+    schema.upgrade(target.engine)
+    with target.engine.begin() as conn:
+        first = import_tenant(conn, lines)
+    with target.engine.begin() as conn:
+        again = import_tenant(conn, lines)
+    assert first.inserted["ns_memories"] == 4 and sum(again.inserted.values()) == 0
+    assert sorted(m.content for m in target.show(ANA)) == ["lives in Porto", "vegetarian"]
+    assert [m.content for m in target.pending_review(ANA)] == ["eats fish"]
+    old, new = target.history(ANA, "Home")
+    assert (old.content, old.status, old.superseded_by_id) == (
+        "lives in Lisbon",
+        Status.SUPERSEDED,
+        new.id,
+    )
+    assert new.supersedes_id == old.id and new.key == "HOME "
+    assert {(e.actor, e.action) for e in target.audit("acme", old.id)} >= {("import", "supersede")}
+    target.engine.dispose()
+
+
+def _as_before_0013(line: str) -> str:
+    """An export line as a release before 0013 wrote it: no `key_folded`, and the two
+    values that folded keys now keep apart ("Diet" waits for review, "HOME " superseded
+    "home") both active."""
+    record = json.loads(line)
+    row = record.get("row", {})
+    row.pop("key_folded", None)
+    if row.get("key") in ("Diet", "home"):
+        row.update(status="active", superseded_by_id=None, superseded_at=None, valid_to=None)
+    if row.get("key") == "HOME ":
+        row["supersedes_id"] = None
+    return json.dumps(record)

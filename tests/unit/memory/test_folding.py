@@ -6,8 +6,10 @@ import unicodedata
 
 import pytest
 
-from memory.folding import folded, spelled, unaccented
+from memory.folding import folded, folded_key, spelled, unaccented
 from memory.forgetting import Selector
+from memory.policy import Action, AgentRules, judge
+from memory.records import Candidate, Kind, Provenance, Scope, Source
 from memory.writing import stored_subject
 
 
@@ -58,3 +60,32 @@ def test_a_text_match_counts_what_a_reader_sees(text: str) -> None:
 def test_a_subject_of_invisible_characters_names_no_one() -> None:
     with pytest.raises(ValueError, match="needs a value"):
         Selector.by_subject("acme", " \u200b ")
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["diet", "Diet", "diet ", "DIET", "di\u200bet", "ｄｉｅｔ", " Diet\t", "di\u00adet"],
+)
+def test_every_spelling_of_a_key_is_one_slot(key: str) -> None:
+    assert folded_key(key) == "diet"
+
+
+def test_an_item_key_of_the_langgraph_adapter_is_matched_as_written() -> None:
+    assert folded_key("lg:users/ana:Prefs") == "lg:users/ana:Prefs"
+    assert folded_key("lg:users/ana:prefs") != folded_key("lg:users/ana:Prefs")
+    assert folded_key("Lg:users") == "lg:users"  # not the adapter's: folded as any key
+
+
+def test_a_key_that_reads_longer_than_the_limit_is_refused() -> None:
+    long = "\ufdfa" * 20  # one character, eighteen letters once read (NFKC)
+    verdict = judge(
+        Candidate(
+            Scope("acme", "ana", "triage"),
+            Kind.FACT,
+            "a fact",
+            Provenance(Source.STATED),
+            key=long,
+        ),
+        AgentRules(),
+    )
+    assert (verdict.action, verdict.rule) == (Action.REFUSE, "too-long")
