@@ -31,6 +31,7 @@ from workers.cli.base import (
     not_empty,
     pass_context,
 )
+from workers.cli.watch import describe
 from workers.enqueue import enqueue
 from workers.runs import FINISHED, RUN_KEY_CHARS, Run, RunRequest, fit
 from workers.runtime import Runtime
@@ -103,18 +104,15 @@ def trigger(
         "enqueued": bool(created),
         "note": "" if created else "this event id was enqueued before; no new run",
     }
-    if wait and created:
-        result["run"] = _wait_for(rt, key).to_json()
+    finished = _wait_for(rt, key) if wait and created else None
+    if finished is not None:
+        result["run"] = finished.to_json()
     if as_json:
         emit_json(result)
         return
     click.echo(f"{'enqueued' if created else 'already enqueued'}: {key}")
-    if "run" in result:
-        run = result["run"]
-        click.echo(
-            f"{run['status']}: loaded {len(run['loaded_ids'])} memories, "
-            f"{run['candidates']} candidates. {run['summary'] or run['error']}"
-        )
+    if finished is not None:
+        click.echo(describe(rt, finished))
 
 
 def _run_filters(command: Callable[..., None]) -> Callable[..., None]:

@@ -35,15 +35,17 @@ def watch_runs(rt: Runtime, supervisor: Supervisor, *, stop_after: int | None) -
         for run in sorted(finished, key=lambda r: r.finished_at or since):
             count += 1
             printed.add(run.key)
-            click.echo(describe(rt, run, count))
+            click.echo(describe(rt, run, f"run {count}"))
         time.sleep(POLL_SECONDS)
     return 0
 
 
-def describe(rt: Runtime, run: Run, number: int) -> str:
+def describe(rt: Runtime, run: Run, heading: str = "run") -> str:
+    """A finished run as a paragraph: what it was given, what the agent said, what the
+    writer kept of its candidates, and whether its sandbox is gone."""
     took = f"{run.duration.total_seconds():.2f}s" if run.duration else "?"
     lines = [
-        f"run {number} · {run.key} · {run.status.value} in {took}",
+        f"{heading} · {run.key} · {run.status.value} in {took}",
         f"  loaded {len(run.loaded_ids)} memories"
         f"{' (from earlier runs)' if run.loaded_ids else ''}",
     ]
@@ -64,7 +66,14 @@ def _writes(rt: Runtime, run: Run) -> str:
     while time.monotonic() < deadline:
         receipt = rt.store.receipt(run.write_handle)
         if receipt is not None:
-            counts = ", ".join(f"{n} {k}" for k, n in sorted(receipt.counts().items()))
-            return f"{run.candidates} candidates → {counts}"
+            counts = receipt.counts()
+            listed = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+            # Anything not stored has a reason per candidate in the receipt.
+            why = (
+                ""
+                if counts.keys() <= {"stored"}
+                else f" (why: nightshift memory receipt '{run.write_handle}')"
+            )
+            return f"{run.candidates} candidates → {listed}{why}"
         time.sleep(0.2)
     return f"{run.candidates} candidates, receipt {run.write_handle} still pending"
