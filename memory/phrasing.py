@@ -128,6 +128,11 @@ def as_read(text: str) -> str:
     return unicodedata.normalize("NFKC", INVISIBLE.sub("", text))
 
 
+def is_blank(text: str) -> bool:
+    """Whether a reader sees nothing in `text`: white space and invisible characters only."""
+    return not as_read(text).strip()
+
+
 def looks_like_instruction(text: str) -> bool:
     """Whether `text` reads as an order to the agent rather than a statement of fact.
 

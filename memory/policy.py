@@ -40,7 +40,7 @@ from enum import StrEnum
 
 from memory.folding import folded_key
 from memory.goals import GOAL_KEY, GOAL_SOURCES, is_goal_key
-from memory.phrasing import looks_like_instruction, looks_like_plan
+from memory.phrasing import is_blank, looks_like_instruction, looks_like_plan
 from memory.records import Candidate, Kind, Layer, Provenance, Source
 from memory.secrets import find_secrets_as_read
 from memory.storable import unstorable_fields
@@ -56,6 +56,7 @@ class Rule(StrEnum):
     """The stable identifier of the rule that decided a verdict, for receipts and metrics."""
 
     EMPTY_CONTENT = "empty-content"
+    BLANK_KEY = "blank-key"
     TOO_LONG = "too-long"
     UNSTORABLE = "unstorable-text"
     SECRET = "secret"
@@ -168,7 +169,7 @@ class GateConfig:
 
 
 def _size(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | None:
-    if not c.content.strip():
+    if is_blank(c.content):
         return Verdict(Action.REFUSE, c.kind, "content is empty", Rule.EMPTY_CONTENT)
     if len(c.content) > config.max_content_chars:
         return Verdict(
@@ -184,6 +185,15 @@ def _size(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | None
             c.kind,
             f"key has {len(c.key)} characters, more than {config.max_key_chars}",
             Rule.TOO_LONG,
+        )
+    if c.key and not folded_key(c.key):
+        # Every such key would be one slot, "": each write would supersede the last.
+        return Verdict(
+            Action.REFUSE,
+            c.kind,
+            "key is blank (white space or invisible characters only);"
+            " leave it empty for a memory without a key",
+            Rule.BLANK_KEY,
         )
     if not c.key.isascii() and len(folded_key(c.key)) > config.max_key_chars:
         # NFKC lengthens some characters ("ﷺ" is 18 letters): the slot must fit too.
@@ -525,8 +535,9 @@ DEFAULT_CONFIG = GateConfig()
 def judge(candidate: Candidate, rules: AgentRules, config: GateConfig = DEFAULT_CONFIG) -> Verdict:
     """Decide the fate of one candidate. The first rule that applies decides:
 
-    1. ``empty-content`` / ``too-long`` → REFUSE (content blank, or content/key over
-       `GateConfig` limits).
+    1. ``empty-content`` / ``blank-key`` / ``too-long`` → REFUSE (content blank or
+       invisible, a key that folds to nothing, or content/key over `GateConfig`
+       limits).
     2. ``unstorable-text`` → REFUSE when a field the store keeps holds a NUL character
        or a lone surrogate, or is longer than its column (`memory.storable`): one
        bad candidate is refused instead of failing its whole batch's statement.

@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memory.folding import folded_key, spelled
+from memory.phrasing import is_blank
 from memory.policy import (
     DEFAULT_CONFIG,
     Action,
@@ -442,7 +443,7 @@ def _one(rows: RowAccess, readable: Any, memory_id: str) -> Memory:
 
 def check_content(content: str) -> None:
     """The rules every stored text obeys, for content that does not pass the gate."""
-    if not content.strip():
+    if is_blank(content):
         raise EditRefused("content is empty")
     if len(content) > DEFAULT_CONFIG.max_content_chars:
         raise EditRefused(

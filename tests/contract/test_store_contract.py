@@ -364,6 +364,8 @@ def test_edit_with_optimistic_concurrency(store: Store) -> None:
     assert forced.forced and forced.current.version == 3
     with pytest.raises(EditRefused):
         store.edit(ANA, memory.id, version=3, content="password=hunter2hunter2", actor="op")
+    with pytest.raises(EditRefused, match="content is empty"):  # what a reader would see
+        store.edit(ANA, memory.id, version=3, content="\u200b\u2060 ", actor="op")
     with pytest.raises(EditRefused, match="content holds a NUL character"):
         store.edit(ANA, memory.id, version=3, content="renewal in \x00 July", actor="op")
     # The reason lands in the audit trail as written: no secrets there either.

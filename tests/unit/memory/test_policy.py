@@ -74,6 +74,10 @@ CASES: list[tuple[str, Candidate, AgentRules, Action, Kind, str]] = [
     # 1. size
     ("empty", cand(""), DEFAULT, REFUSE, FACT, "empty-content"),
     ("blank", cand(" \n\t "), DEFAULT, REFUSE, FACT, "empty-content"),
+    ("invisible", cand("\u200b\u2060\ufeff "), DEFAULT, REFUSE, FACT, "empty-content"),
+    ("blank key", cand(key=" \t"), DEFAULT, REFUSE, FACT, "blank-key"),
+    ("invisible key", cand(key="\u200b\u00ad"), DEFAULT, REFUSE, FACT, "blank-key"),
+    ("visible key", cand(key="\u200bdiet"), DEFAULT, ACCEPT, FACT, "ok"),
     ("too long", cand("x" * 4001), DEFAULT, REFUSE, FACT, "too-long"),
     ("at the limit", cand("x" * 4000), DEFAULT, ACCEPT, FACT, "ok"),
     ("key too long", cand(key="k" * 257), DEFAULT, REFUSE, FACT, "too-long"),
