@@ -199,3 +199,34 @@ def test_list_shows_last_and_next_fire_in_the_schedules_zone(
     table = cli(engine, tmp_path, "schedules", "list").stdout
     assert "NEXT FIRE (ITS ZONE)" in table and "LAST FIRE (ITS ZONE)" in table
     assert "2026-03-02T13:00:00+01:00" in table
+
+
+def test_apply_writes_each_kind_of_change_in_one_statement(engine: Engine) -> None:
+    """Created, updated, deleted and defined again after deletion: each kind one
+    executemany, whatever the count, and every row as its definition says."""
+
+    def apply(*wanted: Schedule) -> tuple[dict[str, int], list[str]]:
+        with Statements() as sent, engine.begin() as conn:
+            changes = catalog.apply(conn, wanted, T0)
+        counts: dict[str, int] = {}
+        for change in changes:
+            counts[change.action.value] = counts.get(change.action.value, 0) + 1
+        return counts, sent.seen
+
+    first = many(40)
+    assert apply(*first)[0] == {"create": 40}
+    edited = [s.replace(goal="triage") if i % 2 else s for i, s in enumerate(first[:30])]
+    counts, few_kinds = apply(*edited)  # 15 updated, 15 unchanged, 10 deleted
+    assert counts == {"update": 15, "unchanged": 15, "delete": 10}
+    again = [*edited, *first[30:35]]  # five defined again: their deleted rows come back
+    counts, sent = apply(*again)
+    assert counts == {"unchanged": 30, "create": 5}
+    assert len(few_kinds) == len(sent) + 1  # the deletes are one more statement, not ten
+
+    with engine.connect() as conn:
+        stored = {a.name: a for a in catalog.all_schedules(conn)}
+        gone = {a.name for a in catalog.all_schedules(conn, include_deleted=True) if a.deleted}
+    assert sorted(stored) == sorted(s.name for s in again)
+    assert gone == {s.name for s in first[35:]}
+    assert stored["s001"].schedule.goal == "triage" and stored["s000"].schedule.goal == ""
+    assert all(stored[s.name].schedule.fingerprint() == s.fingerprint() for s in again)
