@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
 
 from memory.engine import open_engine
 from workers import runs
 from workers.cli.supervisor import celery_command
 from workers.runs import Run
+from workers.settings import AMQP_SCHEMES
 
 T = TypeVar("T")
 
@@ -76,6 +78,18 @@ class System:
             )
         self.procs[name] = proc
         return proc
+
+    def serve(self, name: str, *args: str, env: dict[str, str] | None = None) -> None:
+        """Start `nightshift ARGS…` (a writer shard, the exporter, Flower) as process `name`."""
+        with open(self.root / f"{name}.log", "ab") as log:
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "workers.cli", *args],
+                env={**self.env, **(env or {})},
+                cwd=self.root,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         proc = self.procs.pop(name)
@@ -136,7 +150,15 @@ def base_env(root: Path, database_url: str, broker_url: str | None) -> dict[str,
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     if broker_url:
         env["NIGHTSHIFT_BROKER_URL"] = broker_url
-        env["NIGHTSHIFT_RESULT_BACKEND"] = broker_url
+        env["NIGHTSHIFT_RESULT_BACKEND"] = (
+            # What the README tells a RabbitMQ operator: Celery has no AMQP result backend.
+            "db+"
+            + make_url(database_url)
+            .set(drivername="postgresql+psycopg2")
+            .render_as_string(hide_password=False)
+            if broker_url.startswith(AMQP_SCHEMES)
+            else broker_url
+        )
     (root / "control").mkdir(exist_ok=True)
     return env
 

@@ -1,0 +1,92 @@
+"""nightshift on RabbitMQ + PostgreSQL, as an operator runs it: the CLI and real workers.
+
+The broker is NIGHTSHIFT_TEST_AMQP_URL (a vhost of its own per test where
+`rabbitmqctl` can make one); task results go to PostgreSQL, as the README advises.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from sqlalchemy import text
+
+from memory.tables import receipts
+from tests.acceptance.harness import System
+from workers.app import create_app
+from workers.enqueue import task_id
+from workers.metrics import NightshiftCollector
+from workers.runtime import Runtime
+from workers.settings import Settings
+
+pytestmark = pytest.mark.acceptance
+
+
+def test_a_triggered_run_is_remembered_and_its_result_kept(rabbit_system: System) -> None:
+    (Path(rabbit_system.env["NIGHTSHIFT_TEST_CONTROL"]) / "open").touch()  # `gated` won't wait
+    rabbit_system.start("worker")
+    rabbit_system.start("writer")
+    said = rabbit_system.cli(
+        "trigger", "gated", "--tenant", "acme", "--user", "ana", "--wait", "--json"
+    )
+    assert said.returncode == 0, said.stdout + said.stderr
+    triggered = json.loads(said.stdout)
+    assert triggered["run"]["status"] == "succeeded", triggered
+    key = triggered["run_key"]
+
+    def written() -> bool:
+        with rabbit_system.engine.connect() as conn:
+            handle = receipts.c.handle == f"write:{key}"
+            return conn.execute(receipts.select().where(handle)).first() is not None
+
+    rabbit_system.wait_for("the writer's receipt", written)
+    shown = rabbit_system.cli(
+        "memory", "show", "--tenant", "acme", "--user", "ana", "--agent", "gated", "--all", "--json"
+    )
+    assert sorted(m["content"] for m in json.loads(shown.stdout)) == [
+        "checked the payments queue",
+        "payments queue depth 12",
+    ]
+
+    def result() -> str | None:
+        with rabbit_system.engine.connect() as conn:
+            found = conn.execute(
+                text("SELECT status FROM celery_taskmeta WHERE task_id = :id"),
+                {"id": task_id(key)},
+            )
+            return found.scalar()
+
+    assert rabbit_system.wait_for("the run's task result", result) == "SUCCESS"
+
+
+def test_status_and_metrics_count_each_writer_queue_s_consumers(rabbit_system: System) -> None:
+    """Two writer shards and one writer: the workers' answers look healthy ("1
+    answering"); RabbitMQ's own count shows shard 1 has nobody to apply its writes."""
+    rabbit_system.env["NIGHTSHIFT_WRITER_SHARDS"] = "2"
+    rabbit_system.serve("writer-0", "writer", "--shard", "0")
+
+    def status() -> dict[str, dict[str, object]] | None:
+        said = rabbit_system.cli("status", "--json")
+        named = {c["name"]: c for c in json.loads(said.stdout)["checks"]}
+        return named if named["memory writer"]["value"] else None
+
+    checks = rabbit_system.wait_for("the writer to answer", status)
+    assert checks["broker"]["ok"] and str(checks["broker"]["detail"]).startswith("amqp: ")
+    assert checks["memory writer"]["ok"]
+    assert checks["writer queues"] == {
+        "name": "writer queues",
+        "ok": False,
+        "detail": "memory.write.1 no consumer",
+        "value": {"memory.write.0": 1, "memory.write.1": 0},
+    }
+    assert rabbit_system.cli("status").returncode == 1
+
+    settings = Settings.from_env(rabbit_system.env)
+    registry = CollectorRegistry()
+    registry.register(NightshiftCollector(Runtime(settings), create_app(settings)))
+    scraped = generate_latest(registry).decode()
+    assert 'nightshift_queue_consumers{queue="memory.write.0"} 1.0' in scraped
+    assert 'nightshift_queue_consumers{queue="memory.write.1"} 0.0' in scraped
+    assert 'nightshift_queue_depth{queue="memory.write.1"} 0.0' in scraped
