@@ -55,6 +55,9 @@ class Settings:
     llm_max_tokens: int = 20000  # total tokens (prompt + completion) per run
     flower_basic_auth: str = ""  # user:password; empty: generated on first start
     flower_max_tasks: int = 10000
+    # RabbitMQ's management API for Flower's Broker page (queue lengths), with credentials;
+    # empty: Flower's guess, http://<broker user:password@host>:15672/api/<vhost>
+    flower_broker_api: str = ""
     metrics_port: int = 9808
     writer_shards: int = 1
     # Redis redelivers an unacknowledged message after this; runs are protected by their
