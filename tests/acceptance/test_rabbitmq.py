@@ -7,6 +7,9 @@ The broker is NIGHTSHIFT_TEST_AMQP_URL (a vhost of its own per test where
 from __future__ import annotations
 
 import json
+import os
+import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,11 +20,20 @@ from memory.tables import receipts
 from tests.acceptance.harness import System
 from workers.app import create_app
 from workers.enqueue import task_id
+from workers.health import queue_states
 from workers.metrics import NightshiftCollector
 from workers.runtime import Runtime
 from workers.settings import Settings
 
 pytestmark = pytest.mark.acceptance
+
+ANA = ["--tenant", "acme", "--user", "ana", "--agent", "triage"]
+
+
+def has_receipt(system: System, handle: str) -> bool:
+    with system.engine.connect() as conn:
+        found = receipts.select().where(receipts.c.handle == handle)
+        return conn.execute(found).first() is not None
 
 
 def test_a_triggered_run_is_remembered_and_its_result_kept(rabbit_system: System) -> None:
@@ -36,12 +48,9 @@ def test_a_triggered_run_is_remembered_and_its_result_kept(rabbit_system: System
     assert triggered["run"]["status"] == "succeeded", triggered
     key = triggered["run_key"]
 
-    def written() -> bool:
-        with rabbit_system.engine.connect() as conn:
-            handle = receipts.c.handle == f"write:{key}"
-            return conn.execute(receipts.select().where(handle)).first() is not None
-
-    rabbit_system.wait_for("the writer's receipt", written)
+    rabbit_system.wait_for(
+        "the writer's receipt", lambda: has_receipt(rabbit_system, f"write:{key}")
+    )
     shown = rabbit_system.cli(
         "memory", "show", "--tenant", "acme", "--user", "ana", "--agent", "gated", "--all", "--json"
     )
@@ -90,3 +99,33 @@ def test_status_and_metrics_count_each_writer_queue_s_consumers(rabbit_system: S
     assert 'nightshift_queue_consumers{queue="memory.write.0"} 1.0' in scraped
     assert 'nightshift_queue_consumers{queue="memory.write.1"} 0.0' in scraped
     assert 'nightshift_queue_depth{queue="memory.write.1"} 0.0' in scraped
+
+
+def test_a_killed_writer_s_batch_comes_back_at_once_and_is_applied_once(
+    rabbit_system: System,
+) -> None:
+    """The writer holds the batch unacknowledged (its pool process stopped before
+    applying it) and is SIGKILLed: RabbitMQ requeues the batch as the connection drops,
+    not after a visibility timeout, and the next writer applies it."""
+    app = create_app(Settings.from_env(rabbit_system.env))
+    writer = rabbit_system.start("writer")
+    log = rabbit_system.root / "writer.log"
+    rabbit_system.wait_for("the writer to be ready", lambda: " ready." in log.read_text())
+    children = Path(f"/proc/{writer.pid}/task/{writer.pid}/children").read_text().split()
+    for child in children:
+        os.kill(int(child), signal.SIGSTOP)  # holds what it is given, applies nothing
+    content = ["--source", "stated", "--content", "renewal is on 2027-03-01"]
+    said = rabbit_system.cli("memory", "write", *ANA, *content, "--json")
+    handle = json.loads(said.stdout)["handle"]
+
+    def waiting(depth: int) -> Callable[[], bool]:
+        return lambda: queue_states(app)["memory.write"].depth == depth
+
+    rabbit_system.wait_for("the writer to take the batch", waiting(0))
+    rabbit_system.kill("writer")  # SIGKILL to its process group, the stopped child too
+    assert not has_receipt(rabbit_system, handle)  # never applied
+    rabbit_system.wait_for("the batch back in its queue", waiting(1), timeout=10)  # Redis: 300 s
+    rabbit_system.start("writer")
+    rabbit_system.wait_for("the batch to be applied", lambda: has_receipt(rabbit_system, handle))
+    shown = rabbit_system.cli("memory", "show", *ANA, "--all", "--json")
+    assert [m["content"] for m in json.loads(shown.stdout)] == ["renewal is on 2027-03-01"]
