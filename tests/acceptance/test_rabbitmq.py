@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from kombu import Connection
 from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy import text
 
@@ -129,3 +130,19 @@ def test_a_killed_writer_s_batch_comes_back_at_once_and_is_applied_once(
     rabbit_system.wait_for("the batch to be applied", lambda: has_receipt(rabbit_system, handle))
     shown = rabbit_system.cli("memory", "show", *ANA, "--all", "--json")
     assert [m["content"] for m in json.loads(shown.stdout)] == ["renewal is on 2027-03-01"]
+
+
+@pytest.mark.parametrize("wrong", ["password", "vhost"])
+def test_a_broker_that_refuses_is_named_and_the_run_stays_queued(
+    rabbit_system: System, wrong: str
+) -> None:
+    broker = Connection(rabbit_system.env["NIGHTSHIFT_BROKER_URL"])
+    broker = broker.clone(**{"password" if wrong == "password" else "virtual_host": "nope"})
+    refusing = {"NIGHTSHIFT_BROKER_URL": broker.as_uri(include_password=True)}
+    said = rabbit_system.cli("trigger", "gated", "--tenant", "acme", "--user", "ana", env=refusing)
+    assert said.returncode == 4, said.stdout + said.stderr  # a service could not be used
+    assert "Traceback" not in said.stderr
+    refused = "ACCESS_REFUSED" if wrong == "password" else "vhost nope not found"
+    assert said.stderr.startswith("Error: the broker refused: ") and refused in said.stderr
+    assert "check NIGHTSHIFT_BROKER_URL" in said.stderr
+    assert [run.status.value for run in rabbit_system.runs()] == ["queued"]  # the reaper's
