@@ -146,3 +146,7 @@ def test_a_broker_that_refuses_is_named_and_the_run_stays_queued(
     assert said.stderr.startswith("Error: the broker refused: ") and refused in said.stderr
     assert "check NIGHTSHIFT_BROKER_URL" in said.stderr
     assert [run.status.value for run in rabbit_system.runs()] == ["queued"]  # the reaper's
+    # A writer does not start against it (Celery, reconnecting on channel errors, would
+    # retry the refusal forever); one that cannot reach the broker yet is left to retry.
+    writer = rabbit_system.cli("writer", env=refusing, timeout=60)
+    assert writer.returncode == 4 and refused in writer.stderr, writer.stdout + writer.stderr

@@ -22,7 +22,7 @@ from workers.cli import (
     schedule_cmds,  # noqa: F401
     system_cmds,  # noqa: F401
 )
-from workers.cli.base import EXIT_INVALID_INPUT, EXIT_UNAVAILABLE, main_group
+from workers.cli.base import EXIT_INVALID_INPUT, EXIT_UNAVAILABLE, broker_refused, main_group
 
 
 def main() -> None:
@@ -41,7 +41,7 @@ def main() -> None:
     except amqp.exceptions.AMQPError as error:
         # RabbitMQ answered and said no: a wrong user or password, a vhost that is not
         # there. kombu passes these on unwrapped, and they ended in a traceback.
-        broker_failed(f"the broker refused: {error} (check NIGHTSHIFT_BROKER_URL)", "accepts them")
+        broker_failed(broker_refused(error), "accepts them")
 
 
 def broker_failed(what: str, until: str) -> NoReturn:
