@@ -110,9 +110,11 @@ def broker(app: Celery) -> list[Check]:
     shown = ", ".join(f"{q} {s.depth}" for q, s in states.items())
     depths = {q: s.depth for q, s in states.items()}
     checks = [Check("broker", True, f"{app.conf.broker_url.split('://')[0]}: {shown}", depths)]
-    counted = {q: s.consumers for q, s in states.items() if is_write_queue(q)}
-    if all(n is not None for n in counted.values()):
-        checks.append(writer_queues({q: n for q, n in counted.items() if n is not None}))
+    counted = {
+        q: s.consumers for q, s in states.items() if is_write_queue(q) and s.consumers is not None
+    }
+    if counted:  # a broker that counts consumers: RabbitMQ
+        checks.append(writer_queues(counted))
     return checks
 
 

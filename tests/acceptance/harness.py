@@ -150,17 +150,18 @@ def base_env(root: Path, database_url: str, broker_url: str | None) -> dict[str,
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     if broker_url:
         env["NIGHTSHIFT_BROKER_URL"] = broker_url
-        env["NIGHTSHIFT_RESULT_BACKEND"] = (
-            # What the README tells a RabbitMQ operator: Celery has no AMQP result backend.
-            "db+"
-            + make_url(database_url)
-            .set(drivername="postgresql+psycopg2")
-            .render_as_string(hide_password=False)
-            if broker_url.startswith(AMQP_SCHEMES)
-            else broker_url
-        )
+        env["NIGHTSHIFT_RESULT_BACKEND"] = results_for(broker_url, database_url)
     (root / "control").mkdir(exist_ok=True)
     return env
+
+
+def results_for(broker_url: str, database_url: str) -> str:
+    """The result backend: the broker itself, or on RabbitMQ (Celery has no AMQP result
+    backend) the database, as the README tells a RabbitMQ operator."""
+    if not broker_url.startswith(AMQP_SCHEMES):
+        return broker_url
+    url = make_url(database_url).set(drivername="postgresql+psycopg2")
+    return "db+" + url.render_as_string(hide_password=False)
 
 
 class FakeChat:
