@@ -1,20 +1,23 @@
 """Real services for the integration and acceptance tiers.
 
-A missing PostgreSQL or Redis fails the run in CI (CI=true) and skips loudly
-elsewhere, naming what was missing and how to point the tests at it.
+A missing PostgreSQL, Redis or RabbitMQ fails the run in CI (CI=true) and skips
+loudly elsewhere, naming what was missing and how to point the tests at it.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import shutil
+import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import pytest
 import redis
+from kombu import Connection
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
@@ -23,13 +26,14 @@ POSTGRES_URL = os.environ.get(
     "NIGHTSHIFT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 REDIS_URL = os.environ.get("NIGHTSHIFT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+AMQP_URL = os.environ.get("NIGHTSHIFT_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672//")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def unavailable(what: str, error: Exception) -> None:
     message = (
         f"{what} is not reachable ({type(error).__name__}: {error}); "
-        f"set NIGHTSHIFT_TEST_POSTGRES_URL / NIGHTSHIFT_TEST_REDIS_URL"
+        "set NIGHTSHIFT_TEST_POSTGRES_URL / NIGHTSHIFT_TEST_REDIS_URL / NIGHTSHIFT_TEST_AMQP_URL"
     )
     if IN_CI:
         pytest.fail(f"CI needs {message}", pytrace=False)
@@ -134,3 +138,52 @@ def redis_database() -> Iterator[str]:
     finally:
         client.flushdb()
         client.close()
+
+
+def amqp_available() -> None:
+    try:
+        with Connection(AMQP_URL, connect_timeout=3) as conn:
+            conn.ensure_connection(max_retries=1)
+    except Exception as error:
+        unavailable(f"RabbitMQ at {Connection(AMQP_URL).as_uri()}", error)
+
+
+@contextmanager
+def amqp_vhost(queues: Sequence[str]) -> Iterator[str]:
+    """A RabbitMQ URL for one test.
+
+    When the broker is this machine's and `rabbitmqctl` may add a vhost, the URL
+    names a fresh one, deleted afterwards with everything in it: nothing the test's
+    workers declare or broadcast meets another run's. Otherwise (a broker elsewhere,
+    as a CI service may be) it is NIGHTSHIFT_TEST_AMQP_URL itself, and `queues` are
+    deleted before and after, as `redis_database` flushes its database.
+    """
+    amqp_available()
+    base = Connection(AMQP_URL)
+    vhost = f"ns-test-{uuid.uuid4().hex[:12]}"
+    if base.hostname in ("127.0.0.1", "localhost", "::1") and _rabbitmqctl("add_vhost", vhost):
+        try:
+            if not _rabbitmqctl("set_permissions", "-p", vhost, base.userid, ".*", ".*", ".*"):
+                raise RuntimeError(f"rabbitmqctl could not let {base.userid} into {vhost}")
+            yield base.clone(virtual_host=vhost).as_uri(include_password=True)
+        finally:
+            _rabbitmqctl("delete_vhost", vhost)
+        return
+    _delete_queues(queues)
+    try:
+        yield AMQP_URL
+    finally:
+        _delete_queues(queues)
+
+
+def _rabbitmqctl(*args: str) -> bool:
+    if shutil.which("rabbitmqctl") is None:
+        return False
+    done = subprocess.run(["rabbitmqctl", "-q", *args], capture_output=True, timeout=30)
+    return done.returncode == 0
+
+
+def _delete_queues(queues: Sequence[str]) -> None:
+    with Connection(AMQP_URL, connect_timeout=3) as conn:
+        for queue in queues:
+            conn.default_channel.queue_delete(queue)

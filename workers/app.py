@@ -89,6 +89,13 @@ def create_app(settings: Settings) -> Celery:
         app.conf.broker_transport_options = {
             "visibility_timeout": settings.broker_visibility_timeout
         }
+    if settings.amqp_broker:
+        # RabbitMQ closes the channel of a consumer that holds a message unacknowledged
+        # past its `consumer_timeout` (30 min by default): a run longer than that. Celery
+        # treats a closed channel as unrecoverable unless told otherwise, and the whole
+        # worker exited. Reconnecting instead, the broker redelivers the run, and the
+        # copy finds it claimed under a live lease and does nothing.
+        app.conf.broker_channel_error_retry = True
     if settings.embedded_broker:
         folder = settings.broker_folder
         for sub in ("queue", "control", "processed"):

@@ -46,10 +46,11 @@ def options(settings: Settings) -> dict[str, object]:
         "state_save_interval": 10_000,  # ms; without it state is saved only on clean exit
         "purge_offline_workers": 3600,
         "tasks_columns": "name,uuid,state,args,received,started,runtime,worker",
+        **({"broker_api": settings.flower_broker_api} if settings.flower_broker_api else {}),
     }
 
 
-SECRET_OPTIONS = ("basic_auth",)
+SECRET_OPTIONS = ("basic_auth", "broker_api")
 """Options never put on the command line, which any user of the machine can read
 (`ps`, /proc/PID/cmdline): `main` hands them to Flower through its environment."""
 

@@ -22,6 +22,7 @@ from memory.tables import memories, receipts
 from schedules import lease as lease_queries
 from workers import schema, serving
 from workers.runtime import Runtime
+from workers.sharding import is_write_queue
 from workers.tables import runs
 
 
@@ -54,11 +55,16 @@ class Report:
 
 
 def probe(name: str, fn: Callable[[], Check]) -> Check:
+    return probe_all(name, lambda: [fn()])[0]
+
+
+def probe_all(name: str, fn: Callable[[], list[Check]]) -> list[Check]:
+    """`probe` for a probe of several checks: one failed `name` line when it raises."""
     try:
         return fn()
     except Exception as error:  # a probe reports failure, it never raises
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        return Check(name, False, f"{type(error).__name__}: {first}")
+        return [Check(name, False, f"{type(error).__name__}: {first}")]
 
 
 def database(rt: Runtime) -> Check:
@@ -73,23 +79,57 @@ def database(rt: Runtime) -> Check:
     return Check("database", current, detail + ("" if current else "; run `nightshift db upgrade`"))
 
 
-def queue_depths(app: Celery) -> dict[str, int]:
-    depths: dict[str, int] = {}
+@dataclass(frozen=True, slots=True)
+class QueueState:
+    depth: int  # messages waiting (not those a worker holds unacknowledged)
+    consumers: int | None  # None: the broker does not count them (Redis, the folder broker)
+
+
+def queue_states(app: Celery) -> dict[str, QueueState]:
+    states: dict[str, QueueState] = {}
     with app.connection_for_read() as conn:
         conn.ensure_connection(max_retries=1, timeout=3)
+        counts_consumers = conn.transport.driver_type == "amqp"  # RabbitMQ's own count
         channel = conn.default_channel
         for queue in (q.name for q in app.conf.task_queues):
             try:
-                depths[queue] = channel.queue_declare(queue, passive=True).message_count
-            except ChannelError:
-                depths[queue] = 0  # never declared: nothing was ever sent to it
-    return depths
+                ok = channel.queue_declare(queue, passive=True)
+            except ChannelError:  # never declared: nothing was ever sent to it, or read it
+                states[queue] = QueueState(0, 0 if counts_consumers else None)
+                continue
+            states[queue] = QueueState(
+                ok.message_count, ok.consumer_count if counts_consumers else None
+            )
+    return states
 
 
-def broker(app: Celery) -> Check:
-    depths = queue_depths(app)
-    shown = ", ".join(f"{q} {n}" for q, n in depths.items())
-    return Check("broker", True, f"{app.conf.broker_url.split('://')[0]}: {shown}", depths)
+def broker(app: Celery) -> list[Check]:
+    """The broker's line (messages waiting per queue) and, on a broker that counts
+    consumers, whether each memory-writer queue has exactly one."""
+    states = queue_states(app)
+    shown = ", ".join(f"{q} {s.depth}" for q, s in states.items())
+    depths = {q: s.depth for q, s in states.items()}
+    checks = [Check("broker", True, f"{app.conf.broker_url.split('://')[0]}: {shown}", depths)]
+    counted = {
+        q: s.consumers for q, s in states.items() if is_write_queue(q) and s.consumers is not None
+    }
+    if counted:  # a broker that counts consumers: RabbitMQ
+        checks.append(writer_queues(counted))
+    return checks
+
+
+def writer_queues(consumers: dict[str, int]) -> Check:
+    """Each memory-writer queue needs exactly one consumer: none and its tenants' writes
+    wait, two and a scope's writes may apply out of order. The broker's count sees
+    what the workers' answers cannot: a shard nobody consumes, a second consumer of
+    any name."""
+    wrong = {q: n for q, n in consumers.items() if n != 1}
+    detail = ", ".join(
+        f"{q} {'no consumer' if n == 0 else f'{n} consumers'}" for q, n in wrong.items()
+    )
+    if any(n > 1 for n in wrong.values()):
+        detail += " (one per queue keeps a scope's writes in order)"
+    return Check("writer queues", not wrong, detail or "one consumer each", consumers)
 
 
 ROLES = ("runs", "writer")
@@ -202,7 +242,7 @@ def report(
 ) -> Report:
     """Every check, in order. The clock is read after the workers answered (that
     takes up to their timeout), so a lease that lapsed meanwhile reads as lapsed."""
-    checks = [probe("database", lambda: database(rt)), probe("broker", lambda: broker(app))]
+    checks = [probe("database", lambda: database(rt)), *probe_all("broker", lambda: broker(app))]
     try:
         here = serving.identity(rt.engine) if checks[0].ok else None
     except Exception:  # the database check already says what is wrong with it

@@ -52,12 +52,20 @@ class NightshiftCollector(Collector):
         depths = GaugeMetricFamily(
             "nightshift_queue_depth", "Messages waiting per queue.", labels=["queue"]
         )
+        consumers = GaugeMetricFamily(
+            "nightshift_queue_consumers",
+            "Consumers per queue, as the broker counts them (RabbitMQ only).",
+            labels=["queue"],
+        )
         try:
-            for queue, depth in health.queue_depths(self.app).items():
-                depths.add_metric([queue], depth)
-        except Exception:  # an unreachable broker leaves the family empty, not the scrape
+            for queue, state in health.queue_states(self.app).items():
+                depths.add_metric([queue], state.depth)
+                if state.consumers is not None:
+                    consumers.add_metric([queue], state.consumers)
+        except Exception:  # an unreachable broker leaves the families empty, not the scrape
             pass
         yield depths
+        yield consumers
 
     def _runs(self, now: datetime) -> Iterator[Metric]:
         total = CounterMetricFamily(

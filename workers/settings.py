@@ -19,6 +19,7 @@ from typing import Any
 from memory.expiry import TtlConfig, TtlConfigError
 
 PREFIX = "NIGHTSHIFT_"
+AMQP_SCHEMES = ("amqp://", "amqps://", "pyamqp://", "librabbitmq://")
 
 
 class SettingsError(ValueError):
@@ -54,6 +55,9 @@ class Settings:
     llm_max_tokens: int = 20000  # total tokens (prompt + completion) per run
     flower_basic_auth: str = ""  # user:password; empty: generated on first start
     flower_max_tasks: int = 10000
+    # RabbitMQ's management API for Flower's Broker page (queue lengths), with credentials;
+    # empty: Flower's guess, http://<broker user:password@host>:15672/api/<vhost>
+    flower_broker_api: str = ""
     metrics_port: int = 9808
     writer_shards: int = 1
     # Redis redelivers an unacknowledged message after this; runs are protected by their
@@ -88,6 +92,15 @@ class Settings:
         ):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{PREFIX}{name.upper()} must be positive")
+        if self.result_backend.startswith(AMQP_SCHEMES):
+            # Celery 5 removed its `amqp` result backend: it failed in every worker at start
+            # with "Unknown result backend: 'amqp'" (a traceback from inside Celery).
+            raise SettingsError(
+                f"{PREFIX}RESULT_BACKEND={_scheme(self.result_backend)}…: Celery has no AMQP"
+                " result backend; leave it unset (files in the data dir) or use"
+                " db+postgresql+psycopg2://… (nightshift reads no task result back: runs, receipts"
+                " and the audit trail are in the database)"
+            )
         self.ttl()  # a malformed TTL fails here, when settings are read, not at first use
 
     def ttl(self) -> TtlConfig:
@@ -103,6 +116,11 @@ class Settings:
     @property
     def embedded_broker(self) -> bool:
         return self.broker_url.startswith("filesystem://")
+
+    @property
+    def amqp_broker(self) -> bool:
+        """RabbitMQ (or another AMQP 0-9-1 broker) through Celery's `amqp://` transports."""
+        return self.broker_url.startswith(AMQP_SCHEMES)
 
     @property
     def broker_folder(self) -> Path:
@@ -130,6 +148,11 @@ class Settings:
                 value = ";".join(f"{k}={v}" for k, v in value.items())
             out[PREFIX + f.name.upper()] = str(value)
         return out
+
+
+def _scheme(url: str) -> str:
+    """`amqp://` of `amqp://user:secret@host//`: what an error may show of a URL."""
+    return url.partition("://")[0] + "://"
 
 
 def _convert(name: str, kind: Any, raw: str) -> Any:

@@ -24,6 +24,12 @@ def write_queues(shards: int) -> list[str]:
     return [WRITE_QUEUE] if shards == 1 else [f"{WRITE_QUEUE}.{i}" for i in range(shards)]
 
 
+def is_write_queue(name: str) -> bool:
+    """`memory.write` or one of its shards `memory.write.<i>`."""
+    shard = name.removeprefix(f"{WRITE_QUEUE}.")
+    return name == WRITE_QUEUE or (shard != name and shard.isdigit())
+
+
 def shard_of(tenant: str, shards: int) -> int:
     """A stable shard for `tenant`: the same in every process and across restarts."""
     digest = hashlib.sha256(tenant.encode()).digest()

@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
 
 from memory.engine import open_engine
 from workers import runs
 from workers.cli.supervisor import celery_command
 from workers.runs import Run
+from workers.settings import AMQP_SCHEMES
 
 T = TypeVar("T")
 
@@ -76,6 +78,18 @@ class System:
             )
         self.procs[name] = proc
         return proc
+
+    def serve(self, name: str, *args: str, env: dict[str, str] | None = None) -> None:
+        """Start `nightshift ARGS…` (a writer shard, the exporter, Flower) as process `name`."""
+        with open(self.root / f"{name}.log", "ab") as log:
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "workers.cli", *args],
+                env={**self.env, **(env or {})},
+                cwd=self.root,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         proc = self.procs.pop(name)
@@ -136,9 +150,18 @@ def base_env(root: Path, database_url: str, broker_url: str | None) -> dict[str,
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     if broker_url:
         env["NIGHTSHIFT_BROKER_URL"] = broker_url
-        env["NIGHTSHIFT_RESULT_BACKEND"] = broker_url
+        env["NIGHTSHIFT_RESULT_BACKEND"] = results_for(broker_url, database_url)
     (root / "control").mkdir(exist_ok=True)
     return env
+
+
+def results_for(broker_url: str, database_url: str) -> str:
+    """The result backend: the broker itself, or on RabbitMQ (Celery has no AMQP result
+    backend) the database, as the README tells a RabbitMQ operator."""
+    if not broker_url.startswith(AMQP_SCHEMES):
+        return broker_url
+    url = make_url(database_url).set(drivername="postgresql+psycopg2")
+    return "db+" + url.render_as_string(hide_password=False)
 
 
 class FakeChat:

@@ -9,7 +9,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import urllib.request
 from base64 import b64encode
 from pathlib import Path
@@ -37,18 +36,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def serve(system: System, name: str, *args: str, env: dict[str, str]) -> None:
-    with open(system.root / f"{name}.log", "ab") as log:
-        system.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "workers.cli", *args],
-            env={**system.env, **env},
-            cwd=system.root,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
 
 
 def get(url: str, auth: str | None = None) -> tuple[int, str]:
@@ -96,7 +83,7 @@ def test_flower_in_a_browser_shows_a_finished_run_by_its_agent(system: System) -
         pytest.fail(message) if IN_CI else pytest.skip(f"SKIPPED LOUDLY: {message}")
     port, auth = free_port(), "ops:correct-horse"
     env = {"NIGHTSHIFT_FLOWER_PORT": str(port), "NIGHTSHIFT_FLOWER_BASIC_AUTH": auth}
-    serve(system, "flower", "flower", env=env)
+    system.serve("flower", "flower", env=env)
     base = f"http://127.0.0.1:{port}"
     system.wait_for("flower to answer", lambda: get(f"{base}/healthcheck")[0] == 200)
     assert get(f"{base}/tasks")[0] == 401 and get(f"{base}/metrics")[0] == 401
@@ -129,7 +116,7 @@ def test_flower_in_a_browser_shows_a_finished_run_by_its_agent(system: System) -
 @pytest.mark.parametrize("system", ["embedded"], indirect=True)
 def test_metrics_endpoint_counters_move_after_a_run(system: System) -> None:
     port = free_port()
-    serve(system, "metrics", "metrics", "--port", str(port), env={})
+    system.serve("metrics", "metrics", "--port", str(port))
     url = f"http://127.0.0.1:{port}/metrics"
     before = system.wait_for("the exporter", lambda: get(url)[1])
     assert "nightshift_runs_total{" not in before
@@ -179,7 +166,7 @@ def test_status_names_a_worker_that_serves_another_database(system: System) -> N
 def test_flower_asks_for_its_password_and_no_command_line_shows_it(system: System) -> None:
     port, auth = free_port(), "ops:correct-horse"
     env = {"NIGHTSHIFT_FLOWER_PORT": str(port), "NIGHTSHIFT_FLOWER_BASIC_AUTH": auth}
-    serve(system, "flower", "flower", env=env)
+    system.serve("flower", "flower", env=env)
     base = f"http://127.0.0.1:{port}"
     system.wait_for("flower to answer", lambda: get(f"{base}/healthcheck")[0] == 200)
     assert get(f"{base}/tasks")[0] == 401 and get(f"{base}/metrics")[0] == 401

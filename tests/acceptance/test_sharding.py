@@ -3,8 +3,6 @@ applied in submission order, all by the one shard its tenant maps to."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,15 +50,7 @@ def candidate(tenant: str, version: int) -> dict[str, object]:
 
 def test_each_scope_is_written_in_order_by_exactly_one_shard(sharded: System) -> None:
     for shard in range(SHARDS):
-        with open(sharded.root / f"writer-{shard}.log", "ab") as log:
-            sharded.procs[f"writer-{shard}"] = subprocess.Popen(
-                [sys.executable, "-m", "workers.cli", "writer", "--shard", str(shard)],
-                env=sharded.env,
-                cwd=sharded.root,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        sharded.serve(f"writer-{shard}", "writer", "--shard", str(shard))
     app = create_app(Settings.from_env(sharded.env))
     for version in range(VERSIONS):  # tenants interleaved, each tenant's writes in order
         for tenant in TENANTS:

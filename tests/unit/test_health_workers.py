@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workers.health import _answering, judged
+from workers.health import _answering, judged, writer_queues
 
 HERE = "postgresql 7715530255855671462 nightshift"
 
@@ -65,3 +65,14 @@ def test_a_worker_of_another_name_on_another_database_is_named() -> None:
     checks = judged(answers, HERE)
     assert [c.name for c in checks if not c.ok] == ["other workers"]
     assert checks[-1].detail == ("1 on another database (wrongdb@b serves postgresql://p@db/other)")
+
+
+def test_each_writer_queue_needs_exactly_one_consumer_as_the_broker_counts_them() -> None:
+    assert writer_queues({"memory.write.0": 1, "memory.write.1": 1}).ok
+    missing = writer_queues({"memory.write.0": 1, "memory.write.1": 0})
+    assert not missing.ok and missing.detail == "memory.write.1 no consumer"
+    shared = writer_queues({"memory.write": 2})
+    assert not shared.ok
+    assert (
+        shared.detail == "memory.write 2 consumers (one per queue keeps a scope's writes in order)"
+    )

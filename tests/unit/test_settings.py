@@ -57,3 +57,25 @@ def test_each_app_has_its_own_runtime_even_when_ids_are_reused(tmp_path: Path) -
         assert runtime_of(app).settings.database_url == url
         del app
         gc.collect()
+
+
+@pytest.mark.parametrize("scheme", ["amqp", "amqps", "pyamqp"])
+def test_an_amqp_result_backend_is_refused_by_name_without_its_password(scheme: str) -> None:
+    url = f"{scheme}://guest:s3cret@rabbit:5672//"
+    with pytest.raises(SettingsError, match="NIGHTSHIFT_RESULT_BACKEND") as refused:
+        Settings.from_env({"NIGHTSHIFT_BROKER_URL": url, "NIGHTSHIFT_RESULT_BACKEND": url})
+    assert "db+postgresql+psycopg2://" in str(refused.value) and "s3cret" not in str(refused.value)
+
+
+def test_a_worker_on_rabbitmq_reconnects_when_the_broker_closes_its_channel(
+    tmp_path: Path,
+) -> None:
+    # RabbitMQ closes the channel of a consumer holding a message past its
+    # consumer_timeout (a run longer than 30 min); Celery exits on a channel error
+    # unless `broker_channel_error_retry` is set.
+    from workers.app import create_app
+
+    rabbit = create_app(Settings(data_dir=tmp_path, broker_url="amqp://guest@rabbit//"))
+    assert rabbit.conf.broker_channel_error_retry is True
+    embedded = create_app(Settings(data_dir=tmp_path))
+    assert embedded.conf.broker_channel_error_retry is False

@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 
 from workers.cli.supervisor import celery_command
-from workers.sharding import shard_of, write_queue, write_queues
+from workers.sharding import is_write_queue, shard_of, write_queue, write_queues
 
 
 def test_one_shard_is_the_plain_queue_and_many_are_numbered() -> None:
@@ -13,6 +13,10 @@ def test_one_shard_is_the_plain_queue_and_many_are_numbered() -> None:
     assert write_queues(4) == [f"memory.write.{i}" for i in range(4)]
     with pytest.raises(ValueError, match="at least 1"):
         write_queues(0)
+    assert all(map(is_write_queue, write_queues(1) + write_queues(4)))
+    assert not any(
+        map(is_write_queue, ["runs", "maintenance", "memory.writes", "memory.write.", "3"])
+    )
 
 
 def test_a_tenant_always_maps_to_the_same_shard_and_tenants_spread() -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
+import amqp.exceptions
 import click
 import kombu.exceptions
 
@@ -20,7 +22,7 @@ from workers.cli import (
     schedule_cmds,  # noqa: F401
     system_cmds,  # noqa: F401
 )
-from workers.cli.base import EXIT_INVALID_INPUT, EXIT_UNAVAILABLE, main_group
+from workers.cli.base import EXIT_INVALID_INPUT, EXIT_UNAVAILABLE, broker_refused, main_group
 
 
 def main() -> None:
@@ -35,12 +37,20 @@ def main() -> None:
     except kombu.exceptions.OperationalError as error:
         # The broker did not answer a send: say which, not a traceback. A run the
         # command recorded first stays queued, and the reaper sends it later.
-        click.echo(
-            f"Error: cannot reach the broker ({error}). Runs already recorded stay queued;"
-            " the reaper sends them once the broker answers",
-            err=True,
-        )
-        sys.exit(EXIT_UNAVAILABLE)
+        broker_failed(f"cannot reach the broker ({error})", "answers")
+    except amqp.exceptions.AMQPError as error:
+        # RabbitMQ answered and said no: a wrong user or password, a vhost that is not
+        # there. kombu passes these on unwrapped, and they ended in a traceback.
+        broker_failed(broker_refused(error), "accepts them")
+
+
+def broker_failed(what: str, until: str) -> NoReturn:
+    click.echo(
+        f"Error: {what}. Runs already recorded stay queued; the reaper sends them once"
+        f" the broker {until}",
+        err=True,
+    )
+    sys.exit(EXIT_UNAVAILABLE)
 
 
 def first_not_utf8(args: Sequence[str]) -> int | None:

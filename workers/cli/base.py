@@ -36,6 +36,11 @@ class Unavailable(click.ClickException):
     exit_code = EXIT_UNAVAILABLE
 
 
+def broker_refused(error: Exception) -> str:
+    """What to say when RabbitMQ answered and said no (`amqp.exceptions.AMQPError`)."""
+    return f"the broker refused: {error} (check NIGHTSHIFT_BROKER_URL)"
+
+
 class Context:
     def __init__(self, overrides: dict[str, Any]) -> None:
         self._overrides = overrides

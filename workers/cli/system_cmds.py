@@ -7,12 +7,22 @@ import signal
 import sys
 from pathlib import Path
 
+import amqp.exceptions
 import click
+import kombu
 
 from schedules import catalog
 from schedules.files import load_path
 from workers import schema
-from workers.cli.base import Context, InvalidInput, connect, main_group, pass_context
+from workers.cli.base import (
+    Context,
+    InvalidInput,
+    Unavailable,
+    broker_refused,
+    connect,
+    main_group,
+    pass_context,
+)
 from workers.cli.supervisor import Supervisor, celery_command, flower_command
 from workers.cli.watch import watch_runs
 from workers.flower import CREDENTIALS_FILE, credentials
@@ -158,6 +168,7 @@ def up(
 
     settings = obj.settings
     rt = connect(obj, create=True)
+    _broker_accepts(settings)
     path = schedules_path or DEMO_SCHEDULES
     click.echo(
         f"nightshift: store {settings.database_url.split('://')[0]}, "
@@ -210,5 +221,22 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def _exec(settings: Settings, argv: list[str]) -> None:
+    _broker_accepts(settings)
     env = {**os.environ, **settings.to_env()}
     os.execvpe(argv[0], argv, env)
+
+
+def _broker_accepts(settings: Settings) -> None:
+    """Refuse to start against a RabbitMQ that refuses nightshift (a wrong password, a
+    vhost that is not there): retrying will not change its answer, and since workers
+    reconnect on channel errors (`workers.app`), Celery would retry it forever. A
+    broker that does not answer yet is left to Celery's retries at startup."""
+    if not settings.amqp_broker:
+        return
+    try:
+        with kombu.Connection(settings.broker_url, connect_timeout=5) as conn:
+            conn.ensure_connection(max_retries=1)
+    except amqp.exceptions.AMQPError as error:
+        raise Unavailable(broker_refused(error)) from None
+    except Exception:  # not answering: Celery retries, as it should while it comes up
+        return
