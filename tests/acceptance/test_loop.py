@@ -293,8 +293,9 @@ def test_an_event_brings_incidents_and_trigger_wait_says_what_the_writer_kept(
         ]
     }
     payload.write_text(json.dumps(page))
+    agents = {"NIGHTSHIFT_AGENTS": f"{system.env['NIGHTSHIFT_AGENTS']};broken=command:/bin/false"}
     for role in ("worker", "writer"):
-        system.start(role)
+        system.start(role, env=agents)
     result = system.cli(
         "trigger", "feed-watcher", "--tenant", "acme", "--payload", str(payload),
         "--event-id", "page-1", "--wait",
@@ -308,3 +309,7 @@ def test_an_event_brings_incidents_and_trigger_wait_says_what_the_writer_kept(
     receipt = system.cli("memory", "receipt", handle)
     assert "injection-suspected" in receipt.stdout, receipt.stdout + receipt.stderr
     assert "is gone" in out and "STILL EXISTS" not in out, out
+
+    # A run that fails fails the command too: a script waiting on it must not go on.
+    failed = system.cli("trigger", "broken", "--tenant", "acme", "--wait", env=agents)
+    assert failed.returncode == 1 and "· failed in" in failed.stdout, failed.stdout + failed.stderr

@@ -21,6 +21,7 @@ from workers import runs, subagents
 from workers.agents import UnknownAgentError, resolve
 from workers.app import create_app
 from workers.cli.base import (
+    EXIT_ERROR,
     Context,
     InvalidInput,
     connect,
@@ -33,7 +34,7 @@ from workers.cli.base import (
 )
 from workers.cli.watch import describe
 from workers.enqueue import enqueue
-from workers.runs import FINISHED, RUN_KEY_CHARS, Run, RunRequest, fit
+from workers.runs import FINISHED, RUN_KEY_CHARS, Run, RunRequest, RunStatus, fit
 from workers.runtime import Runtime
 
 
@@ -57,7 +58,12 @@ from workers.runtime import Runtime
     default="api",
     help="Where the trigger came from; user memory is loaded only for private ones.",
 )
-@click.option("--wait", is_flag=True, help="Wait for the run to finish and print it.")
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="Wait for the run to finish and print it; exit 1 unless it succeeded (or ended"
+    " partial: done, some output refused).",
+)
 @json_option
 @pass_context
 def trigger(
@@ -109,10 +115,12 @@ def trigger(
         result["run"] = finished.to_json()
     if as_json:
         emit_json(result)
-        return
-    click.echo(f"{'enqueued' if created else 'already enqueued'}: {key}")
-    if finished is not None:
-        click.echo(describe(rt, finished))
+    else:
+        click.echo(f"{'enqueued' if created else 'already enqueued'}: {key}")
+        if finished is not None:
+            click.echo(describe(rt, finished))
+    if finished is not None and finished.status not in (RunStatus.SUCCEEDED, RunStatus.PARTIAL):
+        sys.exit(EXIT_ERROR)
 
 
 def _run_filters(command: Callable[..., None]) -> Callable[..., None]:
