@@ -79,6 +79,12 @@ class PayloadTooDeepError(ValueError):
     """A trigger's payload nests deeper than `MAX_PAYLOAD_DEPTH`: refused at the door."""
 
 
+class PayloadNotJSONError(ValueError):
+    """A trigger's payload holds what JSON has no form for (NaN, Infinity, a set, a
+    date, a non-string key): refused at the door, before it reaches the run row, the
+    broker or a `runs --json` reader that would choke on `NaN`."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunRequest:
     """Everything needed to start a run; what beat, events and the CLI enqueue."""
@@ -102,6 +108,16 @@ class RunRequest:
             raise PayloadTooDeepError(
                 f"payload nests deeper than {MAX_PAYLOAD_DEPTH} levels; nothing was enqueued"
             )
+        try:
+            json.dumps(self.payload, allow_nan=False)
+        except ValueError:  # the only ValueError allow_nan=False raises
+            raise PayloadNotJSONError(
+                "payload holds NaN or Infinity, which JSON has no form for; nothing was enqueued"
+            ) from None
+        except TypeError as error:
+            raise PayloadNotJSONError(
+                f"payload is not plain JSON ({error}); nothing was enqueued"
+            ) from None
         # Secrets in an event's payload or a goal are never kept (the run row, the
         # broker's message, the sandbox's trigger.json): the agent gets the marker.
         object.__setattr__(self, "payload", redact_json(self.payload))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -219,7 +218,10 @@ def _node_lines(node: subagents.TreeNode, indent: str) -> list[str]:
 def _read_payload(path: Path | None, limit: int) -> dict[str, Any]:
     if path is None:
         return {}
-    raw = sys.stdin.buffer.read(limit + 1) if str(path) == "-" else path.read_bytes()
+    # Never more than the limit and one byte: `--payload /dev/zero` or a 10 GB file
+    # is refused as too large, not read whole into memory (or forever).
+    with click.open_file(str(path), "rb") as stream:
+        raw = stream.read(limit + 1)
     if len(raw) > limit:
         raise InvalidInput(
             f"payload {path} is larger than {limit} bytes "
@@ -227,9 +229,11 @@ def _read_payload(path: Path | None, limit: int) -> dict[str, Any]:
         )
     too_deep = InvalidInput(f"payload {path} nests deeper than {MAX_PAYLOAD_DEPTH} levels")
     try:
-        payload = json.loads(raw)
+        payload = json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise InvalidInput(f"payload {path} is not valid JSON: {error}") from None
+    except _AmbiguousJSON as error:
+        raise InvalidInput(f"payload {path} {error}; nothing was enqueued") from None
     except RecursionError:  # the decoder recurses: this is far deeper than the limit
         raise too_deep from None
     if nesting_depth(payload, MAX_PAYLOAD_DEPTH) > MAX_PAYLOAD_DEPTH:
@@ -237,6 +241,24 @@ def _read_payload(path: Path | None, limit: int) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise InvalidInput(f"payload {path} must be a JSON object, not {type(payload).__name__}")
     return payload
+
+
+class _AmbiguousJSON(ValueError):
+    """JSON that Python's decoder accepts but that means different things to different
+    readers: a key given twice (which value wins?) and NaN/Infinity (not JSON at all)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _AmbiguousJSON(f"has the key {key!r} twice in one object")
+        seen.add(key)
+    return dict(pairs)
+
+
+def _no_constant(name: str) -> Any:
+    raise _AmbiguousJSON(f"holds {name}, which JSON has no form for")
 
 
 def _wait_for(rt: Runtime, key: str, timeout: float = 600.0) -> Run:
