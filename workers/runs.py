@@ -449,6 +449,39 @@ def requeue(
     return moved
 
 
+def give_up(conn: Connection, now: datetime, max_attempts: int) -> list[str]:
+    """Fail the runs whose lease lapsed on their `max_attempts`-th attempt; return their keys.
+
+    A lapsed lease means the worker stopped without recording anything: it was
+    killed, ran out of memory, or the agent crashed the process (`os._exit`, a
+    fault in native code). A run that does that every time would otherwise be
+    re-sent by the reaper forever, taking a worker down each time. Its record
+    says why it stopped, and the scope's next run sees the failed attempt.
+    """
+    error = (
+        f"given up after {max_attempts} attempts: each time, the worker running it stopped"
+        " without recording an outcome (killed, out of memory, or the agent ended the"
+        " process); trigger it again to retry (NIGHTSHIFT_RUN_MAX_ATTEMPTS)"
+    )
+    result = conn.execute(
+        update(runs)
+        .where(
+            runs.c.status == RunStatus.RUNNING.value,
+            runs.c.lease_expires_at < now,
+            runs.c.attempts >= max_attempts,
+        )
+        .values(
+            status=RunStatus.FAILED.value,
+            finished_at=now,
+            lease_expires_at=None,
+            error=error,
+            tried=error,
+        )
+        .returning(runs.c.key)
+    )
+    return list(result.scalars())
+
+
 def _needs_delivery(now: datetime, requeue_after: timedelta) -> Any:
     return or_(
         and_(runs.c.status == RunStatus.RUNNING.value, runs.c.lease_expires_at < now),
