@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-import click
 import kombu.exceptions
 
 from memory.storable import unstorable
@@ -20,7 +19,7 @@ from workers.cli import (
     schedule_cmds,  # noqa: F401
     system_cmds,  # noqa: F401
 )
-from workers.cli.base import EXIT_INVALID_INPUT, EXIT_UNAVAILABLE, main_group
+from workers.cli.base import EXIT_INVALID_INPUT, EXIT_UNAVAILABLE, echo, main_group
 
 
 def main() -> None:
@@ -28,14 +27,14 @@ def main() -> None:
         # The OS handed over bytes that are not UTF-8 (Python keeps them as lone
         # surrogates): no store can keep or match them, so say so here, once.
         shown = sys.argv[position]
-        click.echo(f"Error: argument {position} ({shown!r}) is not valid UTF-8", err=True)
+        echo(f"Error: argument {position} ({shown!r}) is not valid UTF-8", err=True)
         sys.exit(EXIT_INVALID_INPUT)
     try:
         sys.exit(main_group.main(prog_name="nightshift", standalone_mode=True))
     except kombu.exceptions.OperationalError as error:
         # The broker did not answer a send: say which, not a traceback. A run the
         # command recorded first stays queued, and the reaper sends it later.
-        click.echo(
+        echo(
             f"Error: cannot reach the broker ({error}). Runs already recorded stay queued;"
             " the reaper sends them once the broker answers",
             err=True,

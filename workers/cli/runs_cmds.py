@@ -22,7 +22,9 @@ from workers.app import create_app
 from workers.cli.base import (
     Context,
     InvalidInput,
+    ShownError,
     connect,
+    echo,
     emit_json,
     emit_table,
     json_option,
@@ -107,10 +109,10 @@ def trigger(
     if as_json:
         emit_json(result)
         return
-    click.echo(f"{'enqueued' if created else 'already enqueued'}: {key}")
+    echo(f"{'enqueued' if created else 'already enqueued'}: {key}")
     if "run" in result:
         run = result["run"]
-        click.echo(
+        echo(
             f"{run['status']}: loaded {len(run['loaded_ids'])} memories, "
             f"{run['candidates']} candidates. {run['summary'] or run['error']}"
         )
@@ -198,7 +200,7 @@ def runs_tree(obj: Context, run_key: str, depth: int, as_json: bool) -> None:
         emit_json(_node_json(root))
         return
     for line in _node_lines(root, ""):
-        click.echo(line)
+        echo(line)
 
 
 def _node_json(node: subagents.TreeNode) -> dict[str, Any]:
@@ -269,4 +271,4 @@ def _wait_for(rt: Runtime, key: str, timeout: float = 600.0) -> Run:
         if run is not None and run.status in FINISHED:
             return run
         time.sleep(0.25)
-    raise click.ClickException(f"run {key} did not finish within {timeout:.0f}s")
+    raise ShownError(f"run {key} did not finish within {timeout:.0f}s")
