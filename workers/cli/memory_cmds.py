@@ -44,6 +44,7 @@ from workers.cli.base import (
     pass_context,
     storable_scope_part,
 )
+from workers.hooks.write_back import stored_handle
 from workers.maintenance import utcnow
 from workers.writer import OPERATOR_HANDLE_PREFIX
 
@@ -278,7 +279,7 @@ def import_(obj: Context, path: str, as_json: bool) -> None:
 @pass_context
 def receipt(obj: Context, handle: str, as_json: bool) -> None:
     """The writer's decisions for a write HANDLE (a run's is `write:<run key>`)."""
-    found = connect(obj).store.receipt(handle)
+    found = connect(obj).store.receipt(stored_handle(handle))
     if found is None:
         raise InvalidInput(
             f"no receipt {handle!r} yet: the writer has not applied it (or the handle is wrong)"
