@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from memory.records import Scope
+from memory.secrets import find_secrets_as_read
 from memory.storable import scope_problems
 from memory.store import MAX_ROWS
 from schedules.definition import MAX_PAYLOAD_DEPTH, nesting_depth
@@ -80,6 +81,16 @@ def trigger(
         raise InvalidInput(str(error)) from None
     if problems := scope_problems(Scope(tenant, user, agent)):
         raise InvalidInput(f"{'; '.join(problems)}; nothing was enqueued")
+    for option, value in (("--tenant", tenant), ("--user", user), ("--event-id", event_id)):
+        if found := find_secrets_as_read(value):
+            # The payload and goal are redacted; these make the run key, which is
+            # kept whole (the run record, the broker, Flower, the logs, the results).
+            kinds = ", ".join(sorted({f.kind for f in found}))
+            raise InvalidInput(
+                f"{option} holds a secret ({kinds}); it would be kept in the run key, the"
+                " broker and the logs: name the event by an id, not a credential;"
+                " nothing was enqueued"
+            )
     payload = _read_payload(payload_file, settings.max_payload_bytes)
     rt = connect(obj, create=True)
     scope_key = f"{agent}/{tenant}/{user or '*'}"
