@@ -98,13 +98,15 @@ def create_app(settings: Settings) -> Celery:
         app.conf.broker_channel_error_retry = True
     if settings.embedded_broker:
         folder = settings.broker_folder
-        for sub in ("queue", "control", "processed"):
+        for sub in ("queue", "control", "processed", "unacked"):
             (folder / sub).mkdir(parents=True, exist_ok=True)
         app.conf.broker_transport_options = {
             "data_folder_in": str(folder / "queue"),
             "data_folder_out": str(folder / "queue"),
             "control_folder": str(folder / "control"),
             "processed_folder": str(folder / "processed"),
+            # Taken, not yet acknowledged: back to the queue if its consumer dies.
+            "unacked_folder": str(folder / "unacked"),
             # The folder is polled; 0.2 s keeps runs snappy at negligible cost on a laptop.
             "polling_interval": 0.2,
         }

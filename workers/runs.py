@@ -79,6 +79,12 @@ class PayloadTooDeepError(ValueError):
     """A trigger's payload nests deeper than `MAX_PAYLOAD_DEPTH`: refused at the door."""
 
 
+class PayloadNotJSONError(ValueError):
+    """A trigger's payload holds what JSON has no form for (NaN, Infinity, a set, a
+    date, a non-string key): refused at the door, before it reaches the run row, the
+    broker or a `runs --json` reader that would choke on `NaN`."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunRequest:
     """Everything needed to start a run; what beat, events and the CLI enqueue."""
@@ -102,6 +108,16 @@ class RunRequest:
             raise PayloadTooDeepError(
                 f"payload nests deeper than {MAX_PAYLOAD_DEPTH} levels; nothing was enqueued"
             )
+        try:
+            json.dumps(self.payload, allow_nan=False)
+        except ValueError:  # the only ValueError allow_nan=False raises
+            raise PayloadNotJSONError(
+                "payload holds NaN or Infinity, which JSON has no form for; nothing was enqueued"
+            ) from None
+        except TypeError as error:
+            raise PayloadNotJSONError(
+                f"payload is not plain JSON ({error}); nothing was enqueued"
+            ) from None
         # Secrets in an event's payload or a goal are never kept (the run row, the
         # broker's message, the sandbox's trigger.json): the agent gets the marker.
         object.__setattr__(self, "payload", redact_json(self.payload))
@@ -431,6 +447,39 @@ def requeue(
         if result.rowcount == 1:
             moved.append(key)
     return moved
+
+
+def give_up(conn: Connection, now: datetime, max_attempts: int) -> list[str]:
+    """Fail the runs whose lease lapsed on their `max_attempts`-th attempt; return their keys.
+
+    A lapsed lease means the worker stopped without recording anything: it was
+    killed, ran out of memory, or the agent crashed the process (`os._exit`, a
+    fault in native code). A run that does that every time would otherwise be
+    re-sent by the reaper forever, taking a worker down each time. Its record
+    says why it stopped, and the scope's next run sees the failed attempt.
+    """
+    error = (
+        f"given up after {max_attempts} attempts: each time, the worker running it stopped"
+        " without recording an outcome (killed, out of memory, or the agent ended the"
+        " process); trigger it again to retry (NIGHTSHIFT_RUN_MAX_ATTEMPTS)"
+    )
+    result = conn.execute(
+        update(runs)
+        .where(
+            runs.c.status == RunStatus.RUNNING.value,
+            runs.c.lease_expires_at < now,
+            runs.c.attempts >= max_attempts,
+        )
+        .values(
+            status=RunStatus.FAILED.value,
+            finished_at=now,
+            lease_expires_at=None,
+            error=error,
+            tried=error,
+        )
+        .returning(runs.c.key)
+    )
+    return list(result.scalars())
 
 
 def _needs_delivery(now: datetime, requeue_after: timedelta) -> Any:

@@ -38,6 +38,7 @@ class Settings:
     lease_seconds: int = 60
     reaper_interval: float = 15.0
     requeue_after: int = 300
+    run_max_attempts: int = 5  # a run whose worker stopped this many times is failed, not re-sent
     run_time_limit: int = 600
     load_limit: int = 20
     load_max_chars: int = 8000
@@ -89,6 +90,7 @@ class Settings:
             "load_max_chars",
             "max_payload_bytes",
             "writer_shards",
+            "run_max_attempts",
         ):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{PREFIX}{name.upper()} must be positive")

@@ -161,6 +161,13 @@ def reap(self: Task) -> dict[str, int]:
     delete a batch of runs past their retention."""
     rt = runtime_of(self.app)
     now = utcnow()
+    for key in _give_up(rt, now):  # before the re-send: these are not sent again
+        log.error(
+            "run %s failed: its worker stopped on each of %d attempts; not re-sent",
+            key,
+            rt.settings.run_max_attempts,
+            extra={"action": "run.given_up", "run_key": key},
+        )
     moved = _requeue(rt, now)
     for key in moved:
         with rt.engine.connect() as conn:
@@ -184,6 +191,12 @@ def reap(self: Task) -> dict[str, int]:
             extra={"action": "reap.prune", "pruned": pruned},
         )
     return {"requeued": len(moved), "swept": swept, "pruned": pruned}
+
+
+@retrying()
+def _give_up(rt: Any, now: datetime) -> list[str]:
+    with rt.engine.begin() as conn:
+        return runs.give_up(conn, now, rt.settings.run_max_attempts)
 
 
 @retrying()

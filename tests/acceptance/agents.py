@@ -107,3 +107,12 @@ def confider(ctx: RunContext) -> AgentResult:
     for note in ctx.trigger.payload.get("notes", ()):
         ctx.remember(str(note), source="observed", reference="dm#1", layer="agent")
     return AgentResult(summary=" | ".join(m.content for m in ctx.memories))
+
+
+def crasher(ctx: RunContext) -> AgentResult:
+    """Takes its worker process down with it (as running out of memory, or a fault in
+    native code, would): the run can never finish, however often it is sent."""
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+    return AgentResult()

@@ -123,6 +123,26 @@ def test_trigger_refuses_a_user_the_store_cannot_keep(tmp_path: Path) -> None:
     assert_nothing_stored(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "kind"),
+    [
+        ("--event-id", "sk-abcdefghijklmnopqrstuvwxyz0123456789", "openai_key"),
+        ("--event-id", "INC-4111 1111 1111 1111", "card_number"),
+        ("--user", "ghp_abcdefghijklmnopqrstuvwxyz0123456789AB", "github_token"),
+    ],
+)
+def test_trigger_refuses_a_secret_that_would_become_the_run_key(
+    tmp_path: Path, option: str, value: str, kind: str
+) -> None:
+    # The payload and the goal are redacted; the event id, tenant and user make the
+    # run key, which the run record, the broker, Flower and the logs keep whole.
+    result = nightshift(tmp_path, "trigger", "feed-watcher", "--tenant", "acme", option, value)
+    assert result.returncode == 3, result.stderr
+    assert f"{option} holds a secret ({kind})" in result.stderr
+    assert "nothing was enqueued" in result.stderr and value not in result.stderr
+    assert_nothing_stored(tmp_path)
+
+
 def test_a_long_event_id_still_makes_one_run(tmp_path: Path) -> None:
     event = ["trigger", "feed-watcher", "--tenant", "acme", "--event-id", "e" * 300, "--json"]
     first = json.loads(nightshift(tmp_path, *event).stdout)
@@ -142,6 +162,8 @@ def test_a_long_event_id_still_makes_one_run(tmp_path: Path) -> None:
         ("null", "must be a JSON object"),
         ('{"a":' * 65 + "1" + "}" * 65, "nests deeper than 64 levels"),
         ("[" * 20_000 + "]" * 20_000, "nests deeper than 64 levels"),  # past the decoder's depth
+        ('{"reading": NaN}', "holds NaN, which JSON has no form for"),
+        ('{"to": "ana", "to": "root"}', "has the key 'to' twice in one object"),
     ],
 )
 def test_bad_payloads_are_refused(tmp_path: Path, payload: str, message: str) -> None:

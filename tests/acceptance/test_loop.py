@@ -107,6 +107,49 @@ def test_killed_worker_run_is_delivered_again_and_stored_once(system: System) ->
 
 
 @pytest.mark.parametrize("system", ["embedded"], indirect=True)
+def test_a_writer_killed_mid_batch_applies_it_once_when_it_is_back(system: System) -> None:
+    """SIGKILL the whole writer once it has taken the batch, start another: the batch
+    is applied, once. The embedded broker deleted a message as it was taken, so the
+    batch was lost for good (no receipt, no memory, a run that said it wrote). (Redis
+    gives it back after its visibility timeout, 300 s by default: not waited for here.)"""
+    facts = 5000
+    system.env["NIGHTSHIFT_AGENTS"] = "bulk=tests.acceptance.agents:bulk"
+    system.start("worker")
+    system.start("writer")
+    (system.root / "payload.json").write_text(json.dumps({"facts": facts}))
+    key = "bulk/acme/*@event:e1"
+    payload = ["--payload", str(system.root / "payload.json")]
+    result = system.cli("trigger", "bulk", "--tenant", "acme", "--event-id", "e1", *payload)
+    assert result.returncode == 0, result.stderr
+    log = system.root / "writer.log"
+    system.wait_for(
+        "the writer to take the batch",
+        lambda: "nightshift.write[" in log.read_text() and "received" in log.read_text(),
+    )
+    system.kill("writer")  # the whole writer: nothing is acknowledged, nothing cleans up
+    system.start("writer", "writer-2")
+
+    def applied() -> dict | None:
+        found = system.cli("memory", "receipt", f"write:{key}", "--json")
+        return json.loads(found.stdout) if found.returncode == 0 else None
+
+    receipt = system.wait_for("the batch's receipt", applied, timeout=90)
+    assert receipt["counts"] == {"stored": facts}
+    from sqlalchemy import func, select
+
+    from memory.tables import memories
+
+    with system.engine.connect() as conn:
+        stored = conn.execute(
+            select(func.count()).select_from(memories).where(memories.c.run_id == key)
+        ).scalar_one()
+    assert stored == facts
+    status = system.cli("status", "--json")
+    pending = next(c for c in json.loads(status.stdout)["checks"] if c["name"] == "pending writes")
+    assert pending["ok"] and pending["value"] is None
+
+
+@pytest.mark.parametrize("system", ["embedded"], indirect=True)
 def test_nightshift_up_shows_continuity_on_a_fresh_data_dir(system: System) -> None:
     env = {
         k: v

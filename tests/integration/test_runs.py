@@ -102,6 +102,24 @@ def test_reaper_requeues_lapsed_and_forgotten_runs_once(rt: Runtime) -> None:
         assert runs.get(conn, "lapsed").status is RunStatus.QUEUED  # type: ignore[union-attr]
 
 
+def test_a_run_whose_worker_keeps_dying_is_failed_instead_of_resent_forever(rt: Runtime) -> None:
+    enqueue(rt, "poison")
+    enqueue(rt, "unlucky")
+    at = T0
+    with rt.engine.begin() as conn:
+        for attempt in range(1, 4):  # three workers die holding "poison", one "unlucky"
+            assert runs.claim(conn, "poison", f"dead-{attempt}", at, LEASE) is not None
+            if attempt == 3:
+                assert runs.claim(conn, "unlucky", "dead", at, LEASE) is not None
+            at += LEASE + timedelta(seconds=1)
+            assert runs.give_up(conn, at, max_attempts=3) == (["poison"] if attempt == 3 else [])
+        gone = runs.get(conn, "poison")
+        assert gone is not None and gone.status is RunStatus.FAILED and gone.attempts == 3
+        assert gone.error.startswith("given up after 3 attempts") and gone.finished_at == at
+        assert runs.needing_delivery(conn, at, timedelta(minutes=5)) == ["unlucky"]
+        assert runs.claim(conn, "poison", "w", at + timedelta(hours=1), LEASE) is None
+
+
 def test_prune_deletes_old_finished_runs_a_batch_at_a_time_and_keeps_the_rest(
     rt: Runtime,
 ) -> None:

@@ -19,6 +19,7 @@ from tests.services import postgres_database
 from workers import runs, schema
 from workers.cli import first_not_utf8, main_group
 from workers.cli.base import EXIT_INVALID_INPUT, EXIT_UNAVAILABLE
+from workers.hooks.write_back import receipt_handle
 
 pytestmark = pytest.mark.integration
 
@@ -242,6 +243,21 @@ def test_why_prints_what_a_run_was_given_and_what_it_wrote(store: Store) -> None
         table.output
     )
     assert cli(store, "why", "nope").exit_code == 3
+
+
+def test_a_receipt_is_found_by_its_run_key_written_out_in_full(store: Store) -> None:
+    # A triggered run's key ("triage/acme/ana@manual:<uuid>", 61 characters) is longer
+    # than a handle's column holds, so its handle is shortened with a hash: the
+    # documented `memory receipt write:<run key>` answered "no receipt yet".
+    key = "triage/acme/ana@manual:0b9e2a57-3c4d-4e8f-9a1b-2c3d4e5f6a7b"
+    store.apply(
+        [said("db-replica lag 3s", task=key)], handle=receipt_handle("write", key), actor="w"
+    )
+    found = cli(store, "receipt", f"write:{key}", "--json")
+    assert found.exit_code == 0, found.output
+    assert json.loads(found.output)["counts"] == {"stored": 1}
+    missing = cli(store, "receipt", f"write:{key[:-1]}0")
+    assert missing.exit_code == 3 and "no receipt" in missing.output
 
 
 def test_write_refuses_a_scope_the_store_cannot_keep_before_sending_it(store: Store) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from schedules.definition import MAX_PAYLOAD_DEPTH, nesting_depth
-from workers.runs import PayloadTooDeepError, RunRequest
+from workers.runs import PayloadNotJSONError, PayloadTooDeepError, RunRequest
 
 
 def test_secrets_in_a_payload_or_a_goal_are_never_kept() -> None:
@@ -55,3 +55,21 @@ def test_nesting_depth_counts_lists_and_mappings_alike() -> None:
     assert nesting_depth({}, 64) == 1 and nesting_depth(3, 64) == 0
     assert nesting_depth({"a": [1, {"b": []}], "c": "x"}, 64) == 4
     assert nesting_depth([[[[[]]]]], 2) == 3  # stops just past `stop`
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ({"reading": float("nan")}, "NaN or Infinity"),
+        ({"deep": [{"limit": float("-inf")}]}, "NaN or Infinity"),
+        ({"when": datetime(2026, 12, 4, tzinfo=UTC)}, "datetime is not JSON serializable"),
+        ({"tags": {"a", "b"}}, "set is not JSON serializable"),
+    ],
+)
+def test_a_payload_json_has_no_form_for_is_refused_at_the_door(
+    payload: dict[str, Any], message: str
+) -> None:
+    # Kept, NaN became `NaN` in the run row and `runs --json` printed text no JSON
+    # reader accepts; a set or a date failed later, inside the enqueue's transaction.
+    with pytest.raises(PayloadNotJSONError, match=message):
+        RunRequest(key="k", agent="feed", tenant="acme", payload=payload)

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 import amqp.exceptions
-import click
 import kombu.exceptions
 
 from memory.storable import unstorable
@@ -22,7 +21,13 @@ from workers.cli import (
     schedule_cmds,  # noqa: F401
     system_cmds,  # noqa: F401
 )
-from workers.cli.base import EXIT_INVALID_INPUT, EXIT_UNAVAILABLE, broker_refused, main_group
+from workers.cli.base import (
+    EXIT_INVALID_INPUT,
+    EXIT_UNAVAILABLE,
+    broker_refused,
+    echo,
+    main_group,
+)
 
 
 def main() -> None:
@@ -30,7 +35,7 @@ def main() -> None:
         # The OS handed over bytes that are not UTF-8 (Python keeps them as lone
         # surrogates): no store can keep or match them, so say so here, once.
         shown = sys.argv[position]
-        click.echo(f"Error: argument {position} ({shown!r}) is not valid UTF-8", err=True)
+        echo(f"Error: argument {position} ({shown!r}) is not valid UTF-8", err=True)
         sys.exit(EXIT_INVALID_INPUT)
     try:
         sys.exit(main_group.main(prog_name="nightshift", standalone_mode=True))
@@ -45,7 +50,7 @@ def main() -> None:
 
 
 def broker_failed(what: str, until: str) -> NoReturn:
-    click.echo(
+    echo(
         f"Error: {what}. Runs already recorded stay queued; the reaper sends them once"
         f" the broker {until}",
         err=True,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,13 +25,44 @@ EXIT_INVALID_INPUT = 3
 EXIT_UNAVAILABLE = 4
 
 
-class InvalidInput(click.ClickException):
+# What a terminal obeys rather than shows: C0 controls but newline and tab (ESC starts
+# sequences that clear the screen, retitle the window or set the clipboard; CR goes
+# back over the line), DEL, C1 controls (0x9b is a one-byte ESC [), and the bidi
+# overrides and isolates that reorder what follows them.
+_OBEYED = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_OBEYED_OR_BREAK = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def shown(text: str, *, one_line: bool = False) -> str:
+    """`text` as it may reach a terminal: every character the terminal would obey
+    instead of show (`_OBEYED`) written as its Python escape (`\\x1b`, `\\r`,
+    `\\u202e`); newlines and tabs stay. Tenants, users, goals, payloads, summaries and
+    memory content come from events and agents: printed raw, they could rewrite what
+    `runs`, `memory show` or `status` shows, or the terminal itself. `one_line` escapes
+    newlines and tabs too (a table cell)."""
+    obeyed = _OBEYED_OR_BREAK if one_line else _OBEYED
+    return obeyed.sub(lambda found: found.group().encode("unicode_escape").decode(), text)
+
+
+def echo(message: str = "", *, err: bool = False) -> None:
+    """`click.echo` for text that may hold what an event or an agent wrote: `shown`."""
+    click.echo(shown(message), err=err)
+
+
+class ShownError(click.ClickException):
+    """A CLI error whose message may quote what an event or an agent wrote: `shown`."""
+
+    def format_message(self) -> str:
+        return shown(self.message)
+
+
+class InvalidInput(ShownError):
     """Bad input from the user: says what and where; exit code 3."""
 
     exit_code = EXIT_INVALID_INPUT
 
 
-class Unavailable(click.ClickException):
+class Unavailable(ShownError):
     """A service (database, broker) could not be reached; exit code 4."""
 
     exit_code = EXIT_UNAVAILABLE
@@ -146,7 +178,7 @@ def emit_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], empty: str
     if not rows:
         click.echo(empty)
         return
-    cells = [[str(c) for c in row] for row in rows]
+    cells = [[shown(str(c), one_line=True) for c in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
     click.echo("  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
     for row in cells:
@@ -154,7 +186,7 @@ def emit_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], empty: str
 
 
 def fail(message: str) -> None:
-    click.echo(f"error: {message}", err=True)
+    echo(f"error: {message}", err=True)
     sys.exit(EXIT_ERROR)
 
 

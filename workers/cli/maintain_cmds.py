@@ -30,7 +30,9 @@ from memory.tables import audit, memories
 from workers.cli.base import (
     Context,
     InvalidInput,
+    ShownError,
     connect,
+    echo,
     emit_json,
     json_option,
     main_group,
@@ -122,19 +124,19 @@ for _job in JOBS:
 
 def _print_summary(summary: JobSummary) -> None:
     mode = " (dry run: nothing changed)" if summary.dry_run else ""
-    click.echo(f"{summary.job} · {summary.tenants} tenants · {summary.seconds:.2f}s{mode}")
+    echo(f"{summary.job} · {summary.tenants} tenants · {summary.seconds:.2f}s{mode}")
     counts = " · ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing to do"
-    click.echo(f"  {counts}")
+    echo(f"  {counts}")
     if summary.job == "consolidate" and summary.dry_run:
         for tenant, result in summary.per_tenant.items():
             plan = result.get("plan", {"merges": [], "compactions": []})
             for merge in plan["merges"][:50]:
-                click.echo(
+                echo(
                     f"  {tenant}: merge {merge['source_id']} into {merge['target_id']}"
                     f" ({merge['rule']})"
                 )
             for compaction in plan["compactions"][:50]:
-                click.echo(
+                echo(
                     f"  {tenant}: compact {len(compaction['sources'])} episodes of"
                     f" {compaction['scope']} into one summary"
                 )
@@ -244,7 +246,7 @@ def forget_cmd(
             places=FORGET_PLACES,
         )
     except ForgetRefused as error:
-        raise click.ClickException(str(error)) from None
+        raise ShownError(str(error)) from None
     except EditRefused as error:  # a secret in --reason: the tombstone would keep it
         raise InvalidInput(str(error)) from None
     if as_json:
@@ -254,21 +256,21 @@ def forget_cmd(
 
 
 def _print_report(report: ForgetReport) -> None:
-    click.echo(
+    echo(
         f"forgot {report.deleted} memories · scanned {report.scanned} = skipped {report.skipped}"
         f" + deleted {report.deleted} + failed {report.failed} · remaining {report.remaining}"
     )
     rebuilt = ", ".join(f"{k} {v}" for k, v in report.rebuilt.items() if v)
     if rebuilt:
-        click.echo(f"  rebuilt without it: {rebuilt}")
+        echo(f"  rebuilt without it: {rebuilt}")
     relisted = ", ".join(f"{place} {count}" for place, count in report.places.items())
-    click.echo(f"  re-listed, still holding it: {relisted or 'nothing to list'}")
+    echo(f"  re-listed, still holding it: {relisted or 'nothing to list'}")
     if report.exhaustive:
-        click.echo(f"  exhaustive · tombstone {report.tombstone_id}")
+        echo(f"  exhaustive · tombstone {report.tombstone_id}")
     else:
-        click.echo(f"  PARTIAL: {report.reason} · tombstone {report.tombstone_id}")
+        echo(f"  PARTIAL: {report.reason} · tombstone {report.tombstone_id}")
     for note in report.notes:
-        click.echo(f"  note: {note}")
+        echo(f"  note: {note}")
 
 
 @memory.command("vote")
@@ -338,6 +340,6 @@ def vote_cmd(
         )
         return
     if not report.applied:
-        click.echo(f"memory {memory_id} is {row.status}, not active: vote not applied")
+        echo(f"memory {memory_id} is {row.status}, not active: vote not applied")
         return
-    click.echo(f"voted {direction} on {memory_id}: score {row.score:.2f} → {score:.2f}")
+    echo(f"voted {direction} on {memory_id}: score {row.score:.2f} → {score:.2f}")

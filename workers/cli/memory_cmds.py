@@ -36,6 +36,7 @@ from workers.cli.base import (
     InvalidInput,
     Unavailable,
     connect,
+    echo,
     emit_json,
     emit_table,
     json_option,
@@ -43,6 +44,7 @@ from workers.cli.base import (
     pass_context,
     storable_scope_part,
 )
+from workers.hooks.write_back import stored_handle
 from workers.maintenance import utcnow
 from workers.writer import OPERATOR_HANDLE_PREFIX
 
@@ -234,7 +236,7 @@ def export(
     if whole_tenant:
         with rt.engine.connect() as conn:
             for line in export_tenant(conn, tenant):
-                click.echo(line)
+                click.echo(line)  # JSON in ASCII: nothing a terminal obeys, and data as is
         return
     for m in rt.store.export(Scope(tenant, user, agent)):
         click.echo(json.dumps(m.to_json(), default=str))
@@ -262,13 +264,13 @@ def import_(obj: Context, path: str, as_json: bool) -> None:
         emit_json(report.to_json())
         return
     for table, count in sorted(report.read.items()):
-        click.echo(f"{table}: read {count}, inserted {report.inserted.get(table, 0)}")
+        echo(f"{table}: read {count}, inserted {report.inserted.get(table, 0)}")
     if report.forgotten_again:
-        click.echo(
+        echo(
             f"forgot again {report.forgotten_again} memories this database held that the"
             " file's tombstones say were forgotten"
         )
-    click.echo(f"tenant {report.tenant!r} imported")
+    echo(f"tenant {report.tenant!r} imported")
 
 
 @memory.command("receipt")
@@ -277,7 +279,7 @@ def import_(obj: Context, path: str, as_json: bool) -> None:
 @pass_context
 def receipt(obj: Context, handle: str, as_json: bool) -> None:
     """The writer's decisions for a write HANDLE (a run's is `write:<run key>`)."""
-    found = connect(obj).store.receipt(handle)
+    found = connect(obj).store.receipt(stored_handle(handle))
     if found is None:
         raise InvalidInput(
             f"no receipt {handle!r} yet: the writer has not applied it (or the handle is wrong)"
@@ -289,7 +291,7 @@ def receipt(obj: Context, handle: str, as_json: bool) -> None:
 
 
 def _print_receipt(found: Any) -> None:
-    click.echo(
+    echo(
         f"receipt {found.handle} · run {found.run_id or '-'} · {found.created_at:%Y-%m-%d %H:%M:%S}"
     )
     emit_table(
@@ -356,7 +358,7 @@ def write(
         argsrepr=f"(handle={handle!r}, candidates=1)",
     )
     if not wait:
-        emit_json({"handle": handle}) if as_json else click.echo(handle)
+        emit_json({"handle": handle}) if as_json else echo(handle)
         return
     rt = connect(obj, create=True)
     deadline = time.monotonic() + timeout
@@ -406,16 +408,16 @@ def why(obj: Context, run_id: str, as_json: bool) -> None:
             }
         )
         return
-    click.echo(f"run {run.key} · {scope} · {run.status.value}")
+    echo(f"run {run.key} · {scope} · {run.status.value}")
     if run.tried or run.evidence:
-        click.echo(
+        echo(
             f"attempt: tried {run.tried or '(nothing said)'}"
             + (f"; evidence {run.evidence}" if run.evidence else "")
         )
-    click.echo(f"given {len(run.loaded_ids)} memories:")
+    echo(f"given {len(run.loaded_ids)} memories:")
     emit_memories(given, False, "  (none)")
     if written is None:
-        click.echo("wrote nothing" if not run.write_handle else "write not applied yet")
+        echo("wrote nothing" if not run.write_handle else "write not applied yet")
     else:
         _print_receipt(written)
 

@@ -13,13 +13,23 @@ import click
 from memory.port import EditConflict, EditRefused, MemoryNotFound, NotPending
 from memory.records import Scope
 from memory.store import MAX_ROWS
-from workers.cli.base import Context, F, InvalidInput, connect, emit_json, json_option, pass_context
+from workers.cli.base import (
+    Context,
+    F,
+    InvalidInput,
+    ShownError,
+    connect,
+    echo,
+    emit_json,
+    json_option,
+    pass_context,
+)
 from workers.cli.memory_cmds import emit_memories, memory, scope_options
 
 EXIT_CONFLICT = 5
 
 
-class EditConflictExit(click.ClickException):
+class EditConflictExit(ShownError):
     """A stale edit: the memory changed since the version named; exit code 5."""
 
     exit_code = EXIT_CONFLICT
@@ -84,8 +94,8 @@ def edit(
                 }
             )
         else:
-            click.echo(f"stored (version {conflict.current.version}): {conflict.current.content}")
-            click.echo(f"yours  (based on {conflict.expected}): {conflict.proposed}")
+            echo(f"stored (version {conflict.current.version}): {conflict.current.content}")
+            echo(f"yours  (based on {conflict.expected}): {conflict.proposed}")
         raise EditConflictExit(str(conflict)) from None
     except (EditRefused, MemoryNotFound) as error:
         raise InvalidInput(str(error)) from None
@@ -99,7 +109,7 @@ def edit(
         )
         return
     forced = " (forced)" if result.forced else ""
-    click.echo(f"edited {result.current.id} to version {result.current.version}{forced}")
+    echo(f"edited {result.current.id} to version {result.current.version}{forced}")
 
 
 @memory.group("review")
@@ -153,7 +163,7 @@ def _decide(
     if as_json:
         emit_json(decided.to_json())
         return
-    click.echo(f"{decided.id} is now {decided.status.value}")
+    echo(f"{decided.id} is now {decided.status.value}")
 
 
 @review.command("approve")

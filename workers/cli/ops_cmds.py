@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import click
 
 from workers.app import create_app
-from workers.cli.base import Context, emit_json, json_option, main_group, pass_context
+from workers.cli.base import Context, echo, emit_json, json_option, main_group, pass_context
 from workers.runtime import Runtime
 
 
@@ -35,10 +35,10 @@ def status(obj: Context, max_write_lag: float, as_json: bool) -> None:
         emit_json(found.to_json())
     else:
         for check in found.checks:
-            click.echo(f"{'ok ' if check.ok else 'BAD'}  {check.name:<15} {check.detail}")
+            echo(f"{'ok ' if check.ok else 'BAD'}  {check.name:<15} {check.detail}")
         for name, value in found.facts.items():
-            click.echo(f"     {name.replace('_', ' '):<15} {value}")
-        click.echo("healthy" if found.healthy else "unhealthy")
+            echo(f"     {name.replace('_', ' '):<15} {value}")
+        echo("healthy" if found.healthy else "unhealthy")
     sys.exit(0 if found.healthy else 1)
 
 
@@ -68,6 +68,6 @@ def metrics(obj: Context, port: int | None, address: str) -> None:
     settings = obj.settings
     REGISTRY.register(NightshiftCollector(Runtime(settings), create_app(settings)))
     start_http_server(port or settings.metrics_port, addr=address)
-    click.echo(f"metrics on http://{address}:{port or settings.metrics_port}/metrics")
+    echo(f"metrics on http://{address}:{port or settings.metrics_port}/metrics")
     while True:
         time.sleep(3600)

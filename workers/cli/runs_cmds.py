@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from memory.records import Scope
+from memory.secrets import find_secrets_as_read
 from memory.storable import scope_problems
 from memory.store import MAX_ROWS
 from schedules.definition import MAX_PAYLOAD_DEPTH, nesting_depth
@@ -24,7 +25,9 @@ from workers.cli.base import (
     EXIT_ERROR,
     Context,
     InvalidInput,
+    ShownError,
     connect,
+    echo,
     emit_json,
     emit_table,
     json_option,
@@ -86,6 +89,16 @@ def trigger(
         raise InvalidInput(str(error)) from None
     if problems := scope_problems(Scope(tenant, user, agent)):
         raise InvalidInput(f"{'; '.join(problems)}; nothing was enqueued")
+    for option, value in (("--tenant", tenant), ("--user", user), ("--event-id", event_id)):
+        if found := find_secrets_as_read(value):
+            # The payload and goal are redacted; these make the run key, which is
+            # kept whole (the run record, the broker, Flower, the logs, the results).
+            kinds = ", ".join(sorted({f.kind for f in found}))
+            raise InvalidInput(
+                f"{option} holds a secret ({kinds}); it would be kept in the run key, the"
+                " broker and the logs: name the event by an id, not a credential;"
+                " nothing was enqueued"
+            )
     payload = _read_payload(payload_file, settings.max_payload_bytes)
     rt = connect(obj, create=True)
     scope_key = f"{agent}/{tenant}/{user or '*'}"
@@ -116,9 +129,9 @@ def trigger(
     if as_json:
         emit_json(result)
     else:
-        click.echo(f"{'enqueued' if created else 'already enqueued'}: {key}")
+        echo(f"{'enqueued' if created else 'already enqueued'}: {key}")
         if finished is not None:
-            click.echo(describe(rt, finished))
+            echo(describe(rt, finished))
     if finished is not None and finished.status not in (RunStatus.SUCCEEDED, RunStatus.PARTIAL):
         sys.exit(EXIT_ERROR)
 
@@ -205,7 +218,7 @@ def runs_tree(obj: Context, run_key: str, depth: int, as_json: bool) -> None:
         emit_json(_node_json(root))
         return
     for line in _node_lines(root, ""):
-        click.echo(line)
+        echo(line)
 
 
 def _node_json(node: subagents.TreeNode) -> dict[str, Any]:
@@ -225,7 +238,10 @@ def _node_lines(node: subagents.TreeNode, indent: str) -> list[str]:
 def _read_payload(path: Path | None, limit: int) -> dict[str, Any]:
     if path is None:
         return {}
-    raw = sys.stdin.buffer.read(limit + 1) if str(path) == "-" else path.read_bytes()
+    # Never more than the limit and one byte: `--payload /dev/zero` or a 10 GB file
+    # is refused as too large, not read whole into memory (or forever).
+    with click.open_file(str(path), "rb") as stream:
+        raw = stream.read(limit + 1)
     if len(raw) > limit:
         raise InvalidInput(
             f"payload {path} is larger than {limit} bytes "
@@ -233,9 +249,11 @@ def _read_payload(path: Path | None, limit: int) -> dict[str, Any]:
         )
     too_deep = InvalidInput(f"payload {path} nests deeper than {MAX_PAYLOAD_DEPTH} levels")
     try:
-        payload = json.loads(raw)
+        payload = json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise InvalidInput(f"payload {path} is not valid JSON: {error}") from None
+    except _AmbiguousJSON as error:
+        raise InvalidInput(f"payload {path} {error}; nothing was enqueued") from None
     except RecursionError:  # the decoder recurses: this is far deeper than the limit
         raise too_deep from None
     if nesting_depth(payload, MAX_PAYLOAD_DEPTH) > MAX_PAYLOAD_DEPTH:
@@ -243,6 +261,24 @@ def _read_payload(path: Path | None, limit: int) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise InvalidInput(f"payload {path} must be a JSON object, not {type(payload).__name__}")
     return payload
+
+
+class _AmbiguousJSON(ValueError):
+    """JSON that Python's decoder accepts but that means different things to different
+    readers: a key given twice (which value wins?) and NaN/Infinity (not JSON at all)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _AmbiguousJSON(f"has the key {key!r} twice in one object")
+        seen.add(key)
+    return dict(pairs)
+
+
+def _no_constant(name: str) -> Any:
+    raise _AmbiguousJSON(f"holds {name}, which JSON has no form for")
 
 
 def _wait_for(rt: Runtime, key: str, timeout: float = 600.0) -> Run:
@@ -253,4 +289,4 @@ def _wait_for(rt: Runtime, key: str, timeout: float = 600.0) -> Run:
         if run is not None and run.status in FINISHED:
             return run
         time.sleep(0.25)
-    raise click.ClickException(f"run {key} did not finish within {timeout:.0f}s")
+    raise ShownError(f"run {key} did not finish within {timeout:.0f}s")

@@ -25,6 +25,7 @@ from workers.cli.base import (
     Context,
     InvalidInput,
     connect,
+    echo,
     emit_json,
     emit_table,
     json_option,
@@ -83,7 +84,7 @@ def apply_path(
     with rt.engine.begin() as conn:
         changes = catalog.plan(conn, result.schedules, prune=prune)
         if not result.schedules and changes and not allow_empty:
-            click.echo(
+            echo(
                 f"error: no schedules found in {path}; applying it would delete all "
                 f"{len(changes)} applied schedules, so nothing was changed. Check the path, "
                 "or pass --allow-empty to delete them all.",
@@ -108,19 +109,17 @@ def apply_path(
         verb = "would " if dry_run else ""
         for change in changes:
             if change.action is not Action.UNCHANGED:
-                click.echo(
+                echo(
                     f"{verb}{change.action.value} {change.name}"
                     f"{'  (' + change.source + ')' if change.source else ''}"
                 )
         unchanged = sum(c.action is Action.UNCHANGED for c in changes)
         changed = "would change" if dry_run else "changed"
-        click.echo(
-            f"schedules from {path}: {len(changes) - unchanged} {changed}, {unchanged} unchanged"
-        )
+        echo(f"schedules from {path}: {len(changes) - unchanged} {changed}, {unchanged} unchanged")
         for error in result.errors:
-            click.echo(f"error: {error}", err=True)
+            echo(f"error: {error}", err=True)
         if result.errors:
-            click.echo("nothing was deleted because of the errors above", err=True)
+            echo("nothing was deleted because of the errors above", err=True)
     return EXIT_INVALID_INPUT if result.errors else 0
 
 
@@ -128,7 +127,7 @@ def _warn_skipped(skipped: tuple[str, ...]) -> None:
     if not skipped:
         return
     shown = ", ".join(skipped[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
-    click.echo(
+    echo(
         f"warning: skipped {len(skipped)} file(s) not ending in .toml, .yaml or .yml: {shown}",
         err=True,
     )
@@ -226,7 +225,7 @@ def list_cmd(obj: Context, name_glob: str | None, limit: int | None, as_json: bo
     found = api.all(name_glob=name_glob, limit=None if limit is None else limit + 1)
     if limit is not None and len(found) > limit:
         found = found[:limit]
-        click.echo(
+        echo(
             f"showing the first {limit} schedules; more match (raise --limit or narrow --name)",
             err=True,
         )
@@ -284,33 +283,31 @@ def show_cmd(obj: Context, name: str, count: int, as_json: bool) -> None:
         emit_json(data)
         return
     a = details.applied
-    click.echo(
-        f"{a.name}  ({a.schedule.kind}, agent {a.schedule.agent}, tenant {a.schedule.tenant})"
-    )
+    echo(f"{a.name}  ({a.schedule.kind}, agent {a.schedule.agent}, tenant {a.schedule.tenant})")
     if a.paused:
-        click.echo(f"  PAUSED: {a.pause_note or '(no note)'}")
+        echo(f"  PAUSED: {a.pause_note or '(no note)'}")
     for key, value in data["definition"].items():
         if value not in (None, "", {}, False) and key not in ("name", "agent", "tenant"):
-            click.echo(f"  {key}: {value}")
-    click.echo(f"next fires ({zone_of(a.schedule).key}):")
+            echo(f"  {key}: {value}")
+    echo(f"next fires ({zone_of(a.schedule).key}):")
     for at in details.next_fires:
-        click.echo(f"  {at.isoformat()}")
+        echo(f"  {at.isoformat()}")
     if not details.next_fires:
-        click.echo("  none" + (" (paused)" if a.paused else ""))
-    click.echo("latest runs:")
+        echo("  none" + (" (paused)" if a.paused else ""))
+    echo("latest runs:")
     for run in details.runs:
-        click.echo(f"  {run.key}  {run.status}  {run.note}".rstrip())
+        echo(f"  {run.key}  {run.status}  {run.note}".rstrip())
     if not details.runs:
-        click.echo("  none yet")
-    click.echo("fires that did not run:")
+        echo("  none yet")
+    echo("fires that did not run:")
     for fire in details.not_run:
         span = fire.fire_time.isoformat()
         if fire.count > 1:
             span += f" .. {fire.last_fire_time.isoformat() if fire.last_fire_time else ''} ({fire.count})"
         why = fire.reason.value if fire.reason else fire.outcome.value
-        click.echo(f"  {span}  {why}  {fire.detail}".rstrip())
+        echo(f"  {span}  {why}  {fire.detail}".rstrip())
     if not details.not_run:
-        click.echo("  none")
+        echo("  none")
 
 
 @schedules.command("next")
@@ -329,7 +326,7 @@ def next_cmd(obj: Context, name: str, count: int, as_json: bool) -> None:
         emit_json(times)
         return
     for t in times:
-        click.echo(t)
+        echo(t)
 
 
 @schedules.command("pause")
@@ -396,7 +393,7 @@ def _said(as_json: bool, data: dict[str, Any], text: str) -> None:
     if as_json:
         emit_json(data)
     else:
-        click.echo(text)
+        echo(text)
 
 
 def _report(result: FireResult, as_json: bool) -> None:
@@ -404,15 +401,15 @@ def _report(result: FireResult, as_json: bool) -> None:
         emit_json(result.to_json())
         return
     for key in result.started:
-        click.echo(f"started {key}")
+        echo(f"started {key}")
     for key in result.existed:
-        click.echo(f"already enqueued {key}")
+        echo(f"already enqueued {key}")
     for key in result.cancelled:
-        click.echo(f"cancelled {key}")
+        echo(f"cancelled {key}")
     if result.buffered:
-        click.echo(f"buffered {result.buffered.isoformat()} (runs when the current run finishes)")
+        echo(f"buffered {result.buffered.isoformat()} (runs when the current run finishes)")
     for record in result.skipped:
         why = record.reason.value if record.reason else ""
-        click.echo(f"skipped {record.fire_time.isoformat()}: {why} {record.detail}".rstrip())
+        echo(f"skipped {record.fire_time.isoformat()}: {why} {record.detail}".rstrip())
     if not (result.started or result.existed or result.buffered or result.skipped):
-        click.echo("no fires in that range")
+        echo("no fires in that range")

@@ -20,6 +20,7 @@ from workers.cli.base import (
     Unavailable,
     broker_refused,
     connect,
+    echo,
     main_group,
     pass_context,
 )
@@ -43,7 +44,7 @@ def db_upgrade(obj: Context) -> None:
     """Migrate the database to the newest schema (safe to run repeatedly)."""
     rt = Runtime(obj.settings)
     schema.upgrade(rt.engine)
-    click.echo(f"database at revision {', '.join(sorted(schema.current_revisions(rt.engine)))}")
+    echo(f"database at revision {', '.join(sorted(schema.current_revisions(rt.engine)))}")
 
 
 @main_group.command(context_settings={"ignore_unknown_options": True})
@@ -123,7 +124,7 @@ def _announce_flower(settings: Settings) -> None:
         if not settings.flower_basic_auth
         else "password from NIGHTSHIFT_FLOWER_BASIC_AUTH"
     )
-    click.echo(
+    echo(
         f"flower: http://127.0.0.1:{settings.flower_port} · user {user!r}, {where}"
         + (" (generated now)" if generated else "")
     )
@@ -170,14 +171,14 @@ def up(
     rt = connect(obj, create=True)
     _broker_accepts(settings)
     path = schedules_path or DEMO_SCHEDULES
-    click.echo(
+    echo(
         f"nightshift: store {settings.database_url.split('://')[0]}, "
         f"broker {settings.broker_url.split('://')[0]}, data in {settings.data_dir}"
     )
     # `up` adds, it never prunes: pointed at a deployment's database (a variable left
     # exported from another shell), pruning to the demo deleted every schedule.
     if schedules_path is None and (others := _schedules_besides_the_demo(rt)):
-        click.echo(f"this database has {others} schedules of its own: the demo is not added")
+        echo(f"this database has {others} schedules of its own: the demo is not added")
     else:
         apply_path(rt, path, dry_run=False, prune=False, as_json=False)
     supervisor = Supervisor(settings, log_dir=settings.data_dir / "logs")
@@ -197,10 +198,10 @@ def up(
         if with_flower:
             _announce_flower(settings)
             supervisor.start("flower", flower_command(settings))
-        click.echo(f"logs in {supervisor.log_dir}; Ctrl-C to stop\n")
+        echo(f"logs in {supervisor.log_dir}; Ctrl-C to stop\n")
         code = watch_runs(rt, supervisor, stop_after=stop_after)
     except KeyboardInterrupt:
-        click.echo("\nstopping…")
+        echo("\nstopping…")
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)  # a second signal must not cut the stop short

@@ -6,9 +6,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import click
-
 from workers import runs
+from workers.cli.base import echo
 from workers.cli.supervisor import Supervisor
 from workers.runs import Run
 from workers.runtime import Runtime
@@ -26,7 +25,7 @@ def watch_runs(rt: Runtime, supervisor: Supervisor, *, stop_after: int | None) -
         dead = supervisor.dead()
         if dead:
             for name, code in dead:
-                click.echo(
+                echo(
                     f"{name} exited with code {code}; see {supervisor.log_dir / name}.log", err=True
                 )
             return 1
@@ -35,7 +34,7 @@ def watch_runs(rt: Runtime, supervisor: Supervisor, *, stop_after: int | None) -
         for run in sorted(finished, key=lambda r: r.finished_at or since):
             count += 1
             printed.add(run.key)
-            click.echo(describe(rt, run, f"run {count}"))
+            echo(describe(rt, run, f"run {count}"))
         time.sleep(POLL_SECONDS)
     return 0
 

@@ -93,6 +93,15 @@ def receipt_handle(prefix: str, run_key: str) -> str:
     return fit(f"{prefix}:", run_key, HANDLE_CHARS)
 
 
+def stored_handle(handle: str) -> str:
+    """A handle as the store keeps it: `write:<run key>` written out in full (what a
+    person types, whatever the run key's length) shortened as `receipt_handle` did."""
+    if len(handle) <= HANDLE_CHARS:
+        return handle
+    prefix, _, run_key = handle.partition(":")
+    return receipt_handle(prefix, run_key)
+
+
 def as_agent_output(candidate: Candidate) -> Candidate:
     """An agent speaks for itself: it cannot claim the person's or the operator's voice.
 
