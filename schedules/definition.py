@@ -443,25 +443,28 @@ class Schedule:
     def from_stored(cls, data: Mapping[str, Any]) -> Schedule:
         """`from_json` for definitions this code stored itself (validated on apply):
         the beat loads tens of thousands at start-up, and re-validating each one
-        (payload round trip included) would dominate that. Anything unexpected
-        falls back to the full `from_json`."""
+        (payload round trip included) would dominate that. Triggers are shared
+        between schedules that store the same one (they are frozen), so a cron is
+        parsed once per expression and zone. Anything unexpected falls back to the
+        full `from_json`."""
         try:
-            schedule = object.__new__(cls)
-            values = {
-                **data,
-                "trigger": _trigger_from_json(data["trigger"]),
-                "payload": data["payload"] if isinstance(data["payload"], dict) else {},
-                "start": datetime.fromisoformat(data["start"]) if data["start"] else None,
-                "end": datetime.fromisoformat(data["end"]) if data["end"] else None,
-                "overlap": Overlap(data["overlap"]),
-                "catchup": Catchup(data["catchup"]),
-                "catchup_window": timedelta(seconds=data["catchup_window"]),
-                "time_limit": timedelta(seconds=data["time_limit"]),
-            }
-            if set(values) != _FIELD_NAMES:
+            if data.keys() != _FIELD_NAMES:
                 return cls.from_json(data)
-            for name, value in values.items():
-                object.__setattr__(schedule, name, value)
+            values = dict(data)
+            values["trigger"] = _stored_trigger(data["trigger"])
+            if not isinstance(data["payload"], dict):
+                values["payload"] = {}
+            if data["start"]:
+                values["start"] = datetime.fromisoformat(data["start"])
+            if data["end"]:
+                values["end"] = datetime.fromisoformat(data["end"])
+            values["overlap"] = _OVERLAPS[data["overlap"]]
+            values["catchup"] = _CATCHUPS[data["catchup"]]
+            values["catchup_window"] = _stored_duration(data["catchup_window"])
+            values["time_limit"] = _stored_duration(data["time_limit"])
+            schedule = object.__new__(cls)
+            for name, set_field in _FIELD_SETTERS:
+                set_field(schedule, values[name])
             return schedule
         except (KeyError, TypeError, ValueError):
             return cls.from_json(data)
@@ -476,6 +479,26 @@ class Schedule:
 
 
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(Schedule))
+_FIELD_SETTERS = tuple(  # each slot's own setter: a frozen record's __setattr__ refuses
+    (f.name, getattr(Schedule, f.name).__set__) for f in dataclasses.fields(Schedule)
+)
+_OVERLAPS = {o.value: o for o in Overlap}
+_CATCHUPS = {c.value: c for c in Catchup}
+
+
+@functools.lru_cache(maxsize=1024)
+def _stored_duration(seconds: int | float) -> timedelta:
+    return timedelta(seconds=seconds)
+
+
+def _stored_trigger(data: Mapping[str, Any]) -> Trigger:
+    """`_trigger_from_json`, shared by every stored schedule with the same trigger."""
+    return _trigger_of(tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in data.items()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _trigger_of(items: tuple[tuple[str, Any], ...]) -> Trigger:
+    return _trigger_from_json({k: list(v) if isinstance(v, tuple) else v for k, v in items})
 
 
 def _trigger_to_json(trigger: Trigger) -> dict[str, Any]:
