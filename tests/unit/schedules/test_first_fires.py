@@ -9,6 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from schedules.api import Schedules
+from schedules.catalog import AppliedSchedule
 from schedules.definition import Cron, Event, Heartbeat, Schedule, Trigger
 from schedules.timing import first_fires, next_fire
 
@@ -77,3 +79,34 @@ def test_afters_between_two_fires_share_the_later_one() -> None:
 def test_naive_afters_are_refused() -> None:
     with pytest.raises(ValueError, match="naive"):
         first_fires([(job(0, Cron("* * * * *"), None, None), datetime(2026, 3, 2))])
+
+
+def test_the_api_gives_each_listed_schedule_its_next_fire_in_its_zone() -> None:
+    now = datetime(2026, 3, 2, 12, tzinfo=UTC)
+    reads: list[datetime] = []
+
+    def clock() -> datetime:
+        reads.append(now)
+        return now
+
+    def applied(i: int, trigger: Trigger, paused: bool = False) -> AppliedSchedule:
+        return AppliedSchedule(job(i, trigger, None, None), paused, "", 1, None, 0, deleted=False)
+
+    listed = [
+        applied(0, Cron("0 7 * * *", "Europe/Berlin")),
+        applied(1, Cron("0 7 * * *", "Europe/Berlin"), paused=True),
+        applied(2, Heartbeat(timedelta(minutes=5), timezone="Asia/Tokyo")),
+        applied(3, Event()),
+        applied(4, Cron("0 7 * * *", "America/New_York")),
+    ]
+    api = Schedules(engine=None, runs=None, clock=clock)  # type: ignore[arg-type]
+    fires = api.first_fires(listed)
+    assert [f.isoformat() if f else None for f in fires] == [
+        "2026-03-03T07:00:00+01:00",
+        None,  # paused
+        "2026-03-02T21:05:00+09:00",
+        None,  # an event never fires
+        "2026-03-03T07:00:00-05:00",
+    ]
+    assert fires == [None if a.paused else (api.next_for(a, 1, now) or [None])[0] for a in listed]
+    assert len(reads) == 1  # one `now` for the whole listing
