@@ -29,7 +29,7 @@ import hashlib
 import json
 import re
 import zoneinfo
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from typing import Any, Literal
@@ -450,21 +450,10 @@ class Schedule:
         try:
             if data.keys() != _FIELD_NAMES:
                 return cls.from_json(data)
-            values = dict(data)
-            values["trigger"] = _stored_trigger(data["trigger"])
-            if not isinstance(data["payload"], dict):
-                values["payload"] = {}
-            if data["start"]:
-                values["start"] = datetime.fromisoformat(data["start"])
-            if data["end"]:
-                values["end"] = datetime.fromisoformat(data["end"])
-            values["overlap"] = _OVERLAPS[data["overlap"]]
-            values["catchup"] = _CATCHUPS[data["catchup"]]
-            values["catchup_window"] = _stored_duration(data["catchup_window"])
-            values["time_limit"] = _stored_duration(data["time_limit"])
             schedule = object.__new__(cls)
-            for name, set_field in _FIELD_SETTERS:
-                set_field(schedule, values[name])
+            for name, set_field, convert in _STORED_FIELDS:
+                value = data[name]
+                set_field(schedule, value if convert is None else convert(value))
             return schedule
         except (KeyError, TypeError, ValueError):
             return cls.from_json(data)
@@ -479,9 +468,6 @@ class Schedule:
 
 
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(Schedule))
-_FIELD_SETTERS = tuple(  # each slot's own setter: a frozen record's __setattr__ refuses
-    (f.name, getattr(Schedule, f.name).__set__) for f in dataclasses.fields(Schedule)
-)
 _OVERLAPS = {o.value: o for o in Overlap}
 _CATCHUPS = {c.value: c for c in Catchup}
 
@@ -491,14 +477,42 @@ def _stored_duration(seconds: int | float) -> timedelta:
     return timedelta(seconds=seconds)
 
 
+def _stored_instant(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+def _stored_payload(payload: Any) -> dict[str, Any]:
+    return payload if isinstance(payload, dict) else {}
+
+
 def _stored_trigger(data: Mapping[str, Any]) -> Trigger:
     """`_trigger_from_json`, shared by every stored schedule with the same trigger."""
-    return _trigger_of(tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in data.items()))
+    items = tuple(data.items())
+    try:
+        return _trigger_of(items)
+    except TypeError:  # a list (active hours) is no cache key: a tuple is
+        return _trigger_of(tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in items))
 
 
 @functools.lru_cache(maxsize=4096)
 def _trigger_of(items: tuple[tuple[str, Any], ...]) -> Trigger:
     return _trigger_from_json({k: list(v) if isinstance(v, tuple) else v for k, v in items})
+
+
+_STORED_CONVERSIONS: dict[str, Callable[[Any], Any]] = {
+    "trigger": _stored_trigger,
+    "payload": _stored_payload,
+    "start": _stored_instant,
+    "end": _stored_instant,
+    "overlap": _OVERLAPS.__getitem__,
+    "catchup": _CATCHUPS.__getitem__,
+    "catchup_window": _stored_duration,
+    "time_limit": _stored_duration,
+}
+_STORED_FIELDS = tuple(  # name, the slot's own setter (frozen: __setattr__ refuses), conversion
+    (f.name, getattr(Schedule, f.name).__set__, _STORED_CONVERSIONS.get(f.name))
+    for f in dataclasses.fields(Schedule)
+)
 
 
 def _trigger_to_json(trigger: Trigger) -> dict[str, Any]:
