@@ -208,7 +208,7 @@ class DatabaseScheduler(Scheduler):
         with catalog.collector_paused():
             with self.engine.connect() as conn:
                 revision = catalog.max_revision(conn)  # first: later edits are re-read
-                applied = catalog.all_schedules(conn)
+                applied = catalog.all_schedules(conn, in_name_order=False)
             self._applied = {a.name: a for a in applied}
             self._buffered = {a.name for a in applied if a.pending_fire_at is not None}
             self._revision = revision

@@ -105,7 +105,7 @@ def load_definition(text: str) -> Any:
         data = orjson.loads(text)
     except orjson.JSONDecodeError:
         return json.loads(text)
-    if not isinstance(data, dict) or _holds_float(data.get("payload")):
+    if not isinstance(data, dict) or (data.get("payload") and _holds_float(data["payload"])):
         return json.loads(text)
     return data
 
@@ -204,11 +204,16 @@ def all_schedules(
     include_deleted: bool = False,
     name_glob: str | None = None,
     limit: int | None = None,
+    in_name_order: bool = True,
 ) -> list[AppliedSchedule]:
     """Applied schedules in name order; `name_glob` keeps names matching a shell-style
     pattern (`*` any run of characters, `?` one; case-insensitive on both dialects),
-    `limit` keeps the first so many. Both are applied in the query."""
-    query = select(*APPLIED_COLUMNS).order_by(schedules.c.name)
+    `limit` keeps the first so many. Both are applied in the query. The beat, which
+    heaps them, passes `in_name_order=False`: sorting 50,000 names is a fifth of the
+    query."""
+    query = select(*APPLIED_COLUMNS)
+    if in_name_order:
+        query = query.order_by(schedules.c.name)
     if not include_deleted:
         query = query.where(schedules.c.deleted.is_(False))
     if name_glob is not None:
