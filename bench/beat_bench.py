@@ -9,7 +9,10 @@ Measures, for each scheduler in the same run:
 - due sends per second: 2,000 entries due at once among 50,000 (sends are counted
   by a recording `app.send_task` on every side: the broker is not measured; our side
   still creates the 2,000 run rows and fire records in its SQLite database);
-- start-up: constructing the scheduler and its first tick, at 50,000.
+- start-up: constructing the scheduler and its first tick, at 50,000; ours also
+  on PostgreSQL (`--postgres-url`, a database of its own, dropped afterwards), and
+  on SQLite with every schedule last edited at an instant of its own (so no two
+  ask croniter for the fire after the same instant).
 
 Our start-up and burst are run `--repeat` times (median; peers once: their burst
 alone is capped at `--burst-cap` seconds). The machine is shared: run it when idle.
@@ -40,6 +43,7 @@ from celery.beat import PersistentScheduler
 from celery.schedules import crontab
 from sqlalchemy import Engine, insert
 
+from bench.runs_bench import postgres
 from schedules.definition import Cron, Overlap, Schedule
 from schedules.tables import schedules as schedules_table
 from workers import schema
@@ -71,10 +75,10 @@ def minute_of(i: int, due: int, base: int = 0) -> int:
 # -- ours ---------------------------------------------------------------------------
 
 
-def our_app(folder: Path) -> Celery:
+def our_app(folder: Path, database_url: str | None = None) -> Celery:
     settings = Settings(
         data_dir=folder,
-        database_url=f"sqlite:///{folder / 'bench.db'}",
+        database_url=database_url or f"sqlite:///{folder / 'bench.db'}",
         broker_url="memory://",
         result_backend="cache+memory://",
     )
@@ -84,7 +88,10 @@ def our_app(folder: Path) -> Celery:
     return app
 
 
-def load_ours(app: Celery, n: int, due: int) -> None:
+def load_ours(app: Celery, n: int, due: int, *, edited_apart: bool = False) -> None:
+    """Schedules that last fired a minute before `T` (edited an hour before); or, with
+    `edited_apart`, never fired and each edited at its own instant in the 80 to 20
+    seconds before `T` (start-up's clock is `T - 20 s`: nothing is due at once)."""
     rows = []
     for i in range(n):
         s = Schedule(
@@ -94,7 +101,10 @@ def load_ours(app: Celery, n: int, due: int) -> None:
             trigger=Cron(f"{minute_of(i, due)} * * * *"),
             overlap=Overlap.ALLOW_ALL,
         )
-        rows.append(stored_row(s, T - timedelta(hours=1), T - timedelta(minutes=1)))
+        if edited_apart:
+            rows.append(stored_row(s, T - timedelta(seconds=80 - 60 * i / n), None))
+        else:
+            rows.append(stored_row(s, T - timedelta(hours=1), T - timedelta(minutes=1)))
     insert_rows(runtime_of(app).engine, rows)
 
 
@@ -125,6 +135,17 @@ def our_scheduler(app: Celery, clock: list[datetime]) -> Scheduler:
     return Clocked(app=app)
 
 
+def start(app: Celery, clock: list[datetime]) -> tuple[Scheduler, float]:
+    """Our start-up: construct the beat and run its first tick (it takes the lease and
+    loads every schedule); the beat and the seconds it took."""
+    started = time.perf_counter()
+    beat = our_scheduler(app, clock)
+    beat.tick()
+    elapsed = time.perf_counter() - started
+    assert beat.leading
+    return beat, elapsed
+
+
 def bench_ours(n: int, due: int, idle_ticks: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
         app = our_app(Path(folder))
@@ -132,11 +153,7 @@ def bench_ours(n: int, due: int, idle_ticks: int) -> dict[str, Any]:
         app.send_task = recorder  # type: ignore[method-assign]
         load_ours(app, n, due)
         clock = [T - timedelta(seconds=20)]
-        started = time.perf_counter()
-        beat = our_scheduler(app, clock)
-        beat.tick()
-        startup = time.perf_counter() - started
-        assert beat.leading
+        beat, startup = start(app, clock)
         idle = timed(beat.tick, idle_ticks)
         reload = timed(lambda: beat.reload(clock[0]), 20)
         result: dict[str, Any] = {"startup_s": startup, "idle_tick": idle, "reload_poll": reload}
@@ -150,6 +167,20 @@ def bench_ours(n: int, due: int, idle_ticks: int) -> dict[str, Any]:
         beat.close()
         runtime_of(app).engine.dispose()
         return result
+
+
+def start_ours(n: int, due: int, database_url: str | None, *, edited_apart: bool) -> float:
+    """One start-up (construct + first tick) of our beat, on a database filled for it."""
+    with tempfile.TemporaryDirectory() as folder:
+        app = our_app(Path(folder), database_url)
+        app.send_task = Recorder()  # type: ignore[method-assign]
+        load_ours(app, n, due, edited_apart=edited_apart)
+        beat, startup = start(app, [T - timedelta(seconds=20)])
+        beat.close()
+        with runtime_of(app).engine.begin() as conn:  # the next run fills it again
+            conn.execute(schedules_table.delete())
+        runtime_of(app).engine.dispose()
+        return startup
 
 
 def bench_ours_repeated(n: int, due: int, idle_ticks: int, repeat: int) -> dict[str, Any]:
@@ -292,7 +323,16 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=3, help="nightshift start-up and burst runs (median)"
     )
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get(
+            "NIGHTSHIFT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+        ),
+        help="for our start-up on PostgreSQL (a database of its own, dropped afterwards)  "
+        "[env NIGHTSHIFT_TEST_POSTGRES_URL]",
+    )
     parser.add_argument("--no-redbeat", action="store_true")
+    parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -320,10 +360,31 @@ def main() -> None:
         ]
         print(f"{n:>10}  " + "  ".join(f"{c:>20}" for c in cells))
     print_summary(report[largest], largest, args.burst)
+    postgres_url = None if args.no_postgres else args.postgres_url
+    report["startups"] = startups(largest, args.burst, args.repeat, postgres_url)
+    for name, runs in report["startups"].items():
+        print(
+            f"  start-up, nightshift on {name}: {statistics.median(runs):.2f} s (median of {runs})"
+        )
     if report[largest]["redbeat"] is None:
         print("RedBeat: not measured (pip install -e '.[bench]' to include it)")
     if args.json:
         print(json.dumps(report, indent=2, default=str))
+
+
+def startups(n: int, due: int, repeat: int, postgres_url: str | None) -> dict[str, list[float]]:
+    """Our start-up at `n` on PostgreSQL (unless `postgres_url` is None) and on SQLite
+    with schedules edited apart, `repeat` times each."""
+    found: dict[str, list[float]] = {}
+    if postgres_url is not None:
+        with postgres(postgres_url) as url:
+            found["postgresql"] = [
+                round(start_ours(n, due, url, edited_apart=False), 3) for _ in range(repeat)
+            ]
+    found["sqlite, schedules edited apart"] = [
+        round(start_ours(n, due, None, edited_apart=True), 3) for _ in range(repeat)
+    ]
+    return found
 
 
 def print_summary(row: dict[str, Any], size: int, burst: int) -> None:

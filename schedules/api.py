@@ -136,6 +136,21 @@ class Schedules:
         found = timing.next_fires(schedule, after or self.clock(), n)
         return [t.astimezone(zone) for t in found]
 
+    def first_fires(
+        self, applied: Sequence[AppliedSchedule], after: datetime | None = None
+    ) -> list[datetime | None]:
+        """The next fire of each schedule after `after` (default now, read once), in
+        its time zone; None for a paused one or one that never fires again. What a
+        listing shows, computed together as the beat computes them at start-up."""
+        after = after or self.clock()
+        active = [a for a in applied if not a.paused]
+        found = iter(timing.first_fires([(a.schedule, after) for a in active]))
+        fires = []
+        for a in applied:
+            fire = None if a.paused else next(found)
+            fires.append(None if fire is None else fire.astimezone(zone_of(a.schedule)))
+        return fires
+
     def show(self, name: str, n: int = 10) -> Details:
         applied = self.get(name)
         upcoming = [] if applied.paused else self.next_for(applied, n)

@@ -30,7 +30,7 @@ import socket
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -205,15 +205,15 @@ class DatabaseScheduler(Scheduler):
 
     def rebuild(self, now: datetime) -> None:
         """Load every schedule and its progress: on start and on taking over."""
-        with self.engine.connect() as conn:
-            revision = catalog.max_revision(conn)  # first: later edits are re-read
-            applied = catalog.all_schedules(conn)
-        self._applied = {a.name: a for a in applied}
-        self._buffered = {a.name for a in applied if a.pending_fire_at is not None}
-        self._revision = revision
-        entries = (self._entry(a, now) for a in applied)
-        self._entries = [e for e in entries if e is not None]
-        heapq.heapify(self._entries)
+        with catalog.collector_paused():
+            with self.engine.connect() as conn:
+                revision = catalog.max_revision(conn)  # first: later edits are re-read
+                applied = catalog.all_schedules(conn, in_name_order=False)
+            self._applied = {a.name: a for a in applied}
+            self._buffered = {a.name for a in applied if a.pending_fire_at is not None}
+            self._revision = revision
+            self._entries = self._entries_for(applied, now)
+            heapq.heapify(self._entries)
         self._reload_at = now + timedelta(seconds=self.reload_seconds)
         self.release_buffered(now)
 
@@ -222,6 +222,7 @@ class DatabaseScheduler(Scheduler):
         buffered fires whose blocking run finished."""
         with self.engine.connect() as conn:
             changed = catalog.changed_since(conn, self._revision)
+        live: list[AppliedSchedule] = []
         for applied in changed:
             self._revision = max(self._revision, applied.revision)
             if applied.deleted:
@@ -231,9 +232,9 @@ class DatabaseScheduler(Scheduler):
             self._applied[applied.name] = applied
             if applied.pending_fire_at is not None:
                 self._buffered.add(applied.name)
-            entry = self._entry(applied, now)
-            if entry is not None:
-                heapq.heappush(self._entries, entry)
+            live.append(applied)
+        for entry in self._entries_for(live, now):
+            heapq.heappush(self._entries, entry)
         self._reload_at = now + timedelta(seconds=self.reload_seconds)
         if changed:
             log.info(
@@ -244,11 +245,15 @@ class DatabaseScheduler(Scheduler):
             )
         self.release_buffered(now)
 
-    def _entry(self, applied: AppliedSchedule, now: datetime) -> _Entry | None:
-        # Continue after the latest fire handled, or after the latest edit: an edit
-        # or a resume never reaches back to fires before it.
-        marks = [t for t in (applied.last_fire_at, applied.updated_at) if t is not None]
-        return self._next(applied, max(marks) if marks else now)
+    def _entries_for(self, applied: Sequence[AppliedSchedule], now: datetime) -> list[_Entry]:
+        """The heap entries of schedules just read: their first fires, computed together."""
+        asks = [(a.schedule, _resume_after(a, now)) for a in applied]
+        fires = timing.first_fires(asks)
+        return [
+            _Entry(at.timestamp(), a.name, a.revision, at, after)
+            for a, (_, after), at in zip(applied, asks, fires, strict=True)
+            if at is not None
+        ]
 
     def _next(self, applied: AppliedSchedule, after: datetime) -> _Entry | None:
         at = timing.next_fire(applied.schedule, after)
@@ -427,6 +432,13 @@ class DatabaseScheduler(Scheduler):
                 count=len(outside),
             ),
         )
+
+
+def _resume_after(applied: AppliedSchedule, now: datetime) -> datetime:
+    """Continue after the latest fire handled, or after the latest edit: an edit or a
+    resume never reaches back to fires before it."""
+    marks = [t for t in (applied.last_fire_at, applied.updated_at) if t is not None]
+    return max(marks) if marks else now
 
 
 SKIPS_NAMED = 10

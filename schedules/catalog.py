@@ -9,11 +9,15 @@ notices edits within seconds without a restart.
 from __future__ import annotations
 
 import enum
+import gc
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
+import orjson
 from sqlalchemy import Connection, bindparam, case, func, insert, select, update
 
 from schedules.definition import Schedule
@@ -39,6 +43,21 @@ class Change:
     source: str = ""
 
 
+APPLIED_COLUMNS = (
+    schedules.c.definition,
+    schedules.c.paused,
+    schedules.c.pause_note,
+    schedules.c.revision,
+    schedules.c.last_fire_at,
+    schedules.c.runs_fired,
+    schedules.c.deleted,
+    schedules.c.updated_at,
+    schedules.c.pending_fire_at,
+)
+"""What `AppliedSchedule.from_row` reads: not the fingerprint, kind or name (the
+definition holds them), so a load of every schedule moves less."""
+
+
 @dataclass(frozen=True, slots=True)
 class AppliedSchedule:
     """A schedule as the database holds it, with the state beat keeps beside it."""
@@ -54,23 +73,71 @@ class AppliedSchedule:
     pending_fire_at: datetime | None = None
 
     @classmethod
-    def from_row(cls, row: object) -> AppliedSchedule:
-        r = row._mapping  # type: ignore[attr-defined]
+    def from_row(cls, row: Sequence[Any]) -> AppliedSchedule:
+        """From a row of `APPLIED_COLUMNS`, in that order."""
+        definition, paused, note, revision, last_fire, fired, deleted, updated, pending = row
         return cls(
-            schedule=Schedule.from_stored(json.loads(r["definition"])),
-            paused=bool(r["paused"]),
-            pause_note=r["pause_note"],
-            revision=r["revision"],
-            last_fire_at=as_utc(r["last_fire_at"]),
-            runs_fired=r["runs_fired"],
-            deleted=bool(r["deleted"]),
-            updated_at=as_utc(r["updated_at"]),
-            pending_fire_at=as_utc(r["pending_fire_at"]),
+            schedule=Schedule.from_stored(load_definition(definition)),
+            paused=bool(paused),
+            pause_note=note,
+            revision=revision,
+            last_fire_at=as_utc(last_fire),
+            runs_fired=fired,
+            deleted=bool(deleted),
+            updated_at=as_utc(updated),
+            pending_fire_at=as_utc(pending),
         )
 
     @property
     def name(self) -> str:
         return self.schedule.name
+
+
+def load_definition(text: str) -> Any:
+    """`json.loads(text)` of a stored definition, in about a third of the time.
+
+    orjson reads JSON to the same values as `json` but for two cases: an integer
+    beyond 64 bits becomes a float, and an escaped lone surrogate is refused. The
+    first can only be in the payload (every other number is a small setting), so a
+    payload holding any float is read again by `json`, as is text orjson refuses.
+    """
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+    if not isinstance(data, dict) or (data.get("payload") and _holds_float(data["payload"])):
+        return json.loads(text)
+    return data
+
+
+def _holds_float(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Hold the cyclic garbage collector while tens of thousands of records are built.
+
+    They hold no cycles, but each allocation counts towards a collection, and every
+    older-generation collection walks all the records built so far: about a fifth
+    of the load at 50,000 schedules. Whatever is garbage meanwhile waits for the
+    next collection after the block."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def plan(conn: Connection, wanted: Sequence[Schedule], *, prune: bool = True) -> list[Change]:
@@ -162,18 +229,24 @@ def all_schedules(
     include_deleted: bool = False,
     name_glob: str | None = None,
     limit: int | None = None,
+    in_name_order: bool = True,
 ) -> list[AppliedSchedule]:
     """Applied schedules in name order; `name_glob` keeps names matching a shell-style
     pattern (`*` any run of characters, `?` one; case-insensitive on both dialects),
-    `limit` keeps the first so many. Both are applied in the query."""
-    query = select(schedules).order_by(schedules.c.name)
+    `limit` keeps the first so many. Both are applied in the query. The beat, which
+    heaps them, passes `in_name_order=False`: sorting 50,000 names is a fifth of the
+    query."""
+    query = select(*APPLIED_COLUMNS)
+    if in_name_order:
+        query = query.order_by(schedules.c.name)
     if not include_deleted:
         query = query.where(schedules.c.deleted.is_(False))
     if name_glob is not None:
         query = query.where(func.lower(schedules.c.name).like(glob_to_like(name_glob), escape="\\"))
     if limit is not None:
         query = query.limit(limit)
-    return [AppliedSchedule.from_row(r) for r in conn.execute(query)]
+    with collector_paused():
+        return [AppliedSchedule.from_row(r) for r in conn.execute(query)]
 
 
 def glob_to_like(glob: str) -> str:
@@ -183,13 +256,14 @@ def glob_to_like(glob: str) -> str:
 
 
 def changed_since(conn: Connection, revision: int) -> list[AppliedSchedule]:
-    query = select(schedules).where(schedules.c.revision > revision)
-    return [AppliedSchedule.from_row(r) for r in conn.execute(query)]
+    query = select(*APPLIED_COLUMNS).where(schedules.c.revision > revision)
+    with collector_paused():
+        return [AppliedSchedule.from_row(r) for r in conn.execute(query)]
 
 
 def get(conn: Connection, name: str) -> AppliedSchedule:
     row = conn.execute(
-        select(schedules).where(schedules.c.name == name, schedules.c.deleted.is_(False))
+        select(*APPLIED_COLUMNS).where(schedules.c.name == name, schedules.c.deleted.is_(False))
     ).first()
     if row is None:
         raise ScheduleNotFoundError(name)

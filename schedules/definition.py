@@ -29,7 +29,7 @@ import hashlib
 import json
 import re
 import zoneinfo
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from typing import Any, Literal
@@ -443,25 +443,17 @@ class Schedule:
     def from_stored(cls, data: Mapping[str, Any]) -> Schedule:
         """`from_json` for definitions this code stored itself (validated on apply):
         the beat loads tens of thousands at start-up, and re-validating each one
-        (payload round trip included) would dominate that. Anything unexpected
-        falls back to the full `from_json`."""
+        (payload round trip included) would dominate that. Triggers are shared
+        between schedules that store the same one (they are frozen), so a cron is
+        parsed once per expression and zone. Anything unexpected falls back to the
+        full `from_json`."""
         try:
-            schedule = object.__new__(cls)
-            values = {
-                **data,
-                "trigger": _trigger_from_json(data["trigger"]),
-                "payload": data["payload"] if isinstance(data["payload"], dict) else {},
-                "start": datetime.fromisoformat(data["start"]) if data["start"] else None,
-                "end": datetime.fromisoformat(data["end"]) if data["end"] else None,
-                "overlap": Overlap(data["overlap"]),
-                "catchup": Catchup(data["catchup"]),
-                "catchup_window": timedelta(seconds=data["catchup_window"]),
-                "time_limit": timedelta(seconds=data["time_limit"]),
-            }
-            if set(values) != _FIELD_NAMES:
+            if data.keys() != _FIELD_NAMES:
                 return cls.from_json(data)
-            for name, value in values.items():
-                object.__setattr__(schedule, name, value)
+            schedule = object.__new__(cls)
+            for name, set_field, convert in _STORED_FIELDS:
+                value = data[name]
+                set_field(schedule, value if convert is None else convert(value))
             return schedule
         except (KeyError, TypeError, ValueError):
             return cls.from_json(data)
@@ -476,6 +468,51 @@ class Schedule:
 
 
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(Schedule))
+_OVERLAPS = {o.value: o for o in Overlap}
+_CATCHUPS = {c.value: c for c in Catchup}
+
+
+@functools.lru_cache(maxsize=1024)
+def _stored_duration(seconds: int | float) -> timedelta:
+    return timedelta(seconds=seconds)
+
+
+def _stored_instant(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+def _stored_payload(payload: Any) -> dict[str, Any]:
+    return payload if isinstance(payload, dict) else {}
+
+
+def _stored_trigger(data: Mapping[str, Any]) -> Trigger:
+    """`_trigger_from_json`, shared by every stored schedule with the same trigger."""
+    items = tuple(data.items())
+    try:
+        return _trigger_of(items)
+    except TypeError:  # a list (active hours) is no cache key: a tuple is
+        return _trigger_of(tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in items))
+
+
+@functools.lru_cache(maxsize=4096)
+def _trigger_of(items: tuple[tuple[str, Any], ...]) -> Trigger:
+    return _trigger_from_json({k: list(v) if isinstance(v, tuple) else v for k, v in items})
+
+
+_STORED_CONVERSIONS: dict[str, Callable[[Any], Any]] = {
+    "trigger": _stored_trigger,
+    "payload": _stored_payload,
+    "start": _stored_instant,
+    "end": _stored_instant,
+    "overlap": _OVERLAPS.__getitem__,
+    "catchup": _CATCHUPS.__getitem__,
+    "catchup_window": _stored_duration,
+    "time_limit": _stored_duration,
+}
+_STORED_FIELDS = tuple(  # name, the slot's own setter (frozen: __setattr__ refuses), conversion
+    (f.name, getattr(Schedule, f.name).__set__, _STORED_CONVERSIONS.get(f.name))
+    for f in dataclasses.fields(Schedule)
+)
 
 
 def _trigger_to_json(trigger: Trigger) -> dict[str, Any]:

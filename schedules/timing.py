@@ -42,7 +42,7 @@ import functools
 import hashlib
 import heapq
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
@@ -75,6 +75,39 @@ def _first_cron_fire(expression: str, timezone: str, after: datetime) -> datetim
     """Cached: at start-up the beat asks this for thousands of schedules that share
     an expression, a time zone and `now`."""
     return next(_cron_fires(Cron(expression, timezone), after), None)
+
+
+def first_fires(asks: Sequence[tuple[Schedule, datetime]]) -> list[datetime | None]:
+    """`next_fire(schedule, after)` for each pair, with the same answers, computed
+    together: what the beat asks for every schedule at start-up, and a listing.
+
+    A cron's fires are a fixed set of instants, so if F is the first fire after
+    A, it is also the first after any X in [A, F). Crons that share an expression
+    and a time zone are answered in order of `after`, and croniter is asked again
+    only for an `after` past the last answer: thousands of schedules whose
+    `after` differs (their latest fire or edit) cost a few walks, not one each.
+    """
+    found: list[datetime | None] = [None] * len(asks)
+    crons: dict[tuple[str, str], list[tuple[datetime, int]]] = {}
+    for i, (schedule, after) in enumerate(asks):
+        after = _utc(after, "after")
+        trigger = schedule.trigger
+        if not isinstance(trigger, Cron):
+            found[i] = next(_fires(schedule, after), None)
+            continue
+        if schedule.start is not None and schedule.start > after:
+            after = schedule.start.astimezone(UTC) - _MICROSECOND
+        crons.setdefault((trigger.expression, trigger.timezone), []).append((after, i))
+    for (expression, timezone), group in crons.items():
+        group.sort(key=lambda ask: ask[0])
+        fire: datetime | None = None
+        asked = False
+        for after, i in group:  # `fire` is the first after every earlier `after` …
+            if not asked or (fire is not None and after >= fire):  # … and this one?
+                fire, asked = _first_cron_fire(expression, timezone, after), True
+            end = asks[i][0].end
+            found[i] = None if fire is None or (end is not None and fire >= end) else fire
+    return found
 
 
 def next_fires(schedule: Schedule, after: datetime, n: int) -> list[datetime]:

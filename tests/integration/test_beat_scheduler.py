@@ -270,6 +270,39 @@ def test_an_applied_edit_changes_the_next_fire_without_restart(beats: Beats) -> 
     assert beats.run_keys("pulse") == keys_at("pulse", 10, 12, 15, 18)
 
 
+def test_an_edited_cron_zone_moves_the_next_fire_of_that_schedule_only(beats: Beats) -> None:
+    # Start-up parses each stored trigger once and shares it between schedules:
+    # an edit of one schedule's trigger after start must not leak into the others.
+    def daily(name: str, zone: str) -> Schedule:
+        trigger = Cron("0 14 * * *", zone)
+        return Schedule(
+            name=name, agent="demo", tenant="acme", trigger=trigger, overlap=Overlap.ALLOW_ALL
+        )
+
+    beats.apply(daily("kept", "Europe/Berlin"), daily("moved", "Europe/Berlin"))  # 13:00 UTC
+    beat = beats.beat()
+    beat.tick()
+    beats.clock.advance(60)
+    beats.apply(daily("moved", "Europe/London"))  # 14:00 UTC
+    beats.clock.advance(3600)
+    beat.tick()
+    assert beats.run_keys() == [run_key("kept", T0 + timedelta(hours=1))]
+    beats.clock.advance(3600)
+    beat.tick()
+    assert beats.run_keys("moved") == [run_key("moved", T0 + timedelta(hours=2))]
+    restarted = beats.beat()  # a new leader reads the edit from the database
+    beat.close()
+    for hour in (1, 2):
+        beats.clock.at = T0 + timedelta(days=1, hours=hour, seconds=1)
+        restarted.tick()
+    assert beats.run_keys() == [
+        run_key("kept", T0 + timedelta(hours=1)),
+        run_key("moved", T0 + timedelta(hours=2)),
+        run_key("kept", T0 + timedelta(days=1, hours=1)),
+        run_key("moved", T0 + timedelta(days=1, hours=2)),
+    ]
+
+
 def test_fires_outside_active_hours_are_recorded(beats: Beats) -> None:
     from datetime import time
 

@@ -186,8 +186,7 @@ OVERLAP = click.Choice([o.value for o in Overlap])
 FIRES = click.IntRange(1, MAX_FIRES)
 
 
-def _row(a: AppliedSchedule, api: Schedules) -> dict[str, Any]:
-    upcoming = [] if a.paused else api.next_for(a, 1)
+def _row(a: AppliedSchedule, upcoming: datetime | None) -> dict[str, Any]:
     last = a.last_fire_at.astimezone(zone_of(a.schedule)) if a.last_fire_at else None
     return {
         "name": a.name,
@@ -195,7 +194,7 @@ def _row(a: AppliedSchedule, api: Schedules) -> dict[str, Any]:
         "agent": a.schedule.agent,
         "paused": a.paused,
         "pause_note": a.pause_note,
-        "next_fire": upcoming[0].isoformat() if upcoming else None,
+        "next_fire": upcoming.isoformat() if upcoming else None,
         "last_fire": last.isoformat() if last else None,
         "runs_fired": a.runs_fired,
         "source": a.schedule.source,
@@ -229,7 +228,7 @@ def list_cmd(obj: Context, name_glob: str | None, limit: int | None, as_json: bo
             f"showing the first {limit} schedules; more match (raise --limit or narrow --name)",
             err=True,
         )
-    rows = [_row(a, api) for a in found]
+    rows = [_row(a, at) for a, at in zip(found, api.first_fires(found), strict=True)]
     if as_json:
         emit_json(rows)
         return

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, time, timedelta
 
 import pytest
 
+from schedules.catalog import load_definition
 from schedules.definition import Catchup, Cron, Event, Heartbeat, Overlap, Schedule
 
 SCHEDULES = [
@@ -52,3 +54,29 @@ def test_unexpected_shapes_fall_back_to_full_validation() -> None:
     data.pop("source")
     with pytest.raises(ValueError, match="retries"):
         Schedule.from_stored(data)
+
+
+def test_stored_triggers_are_shared_and_follow_an_edit() -> None:
+    data = SCHEDULES[0].to_json()
+    first, second = Schedule.from_stored(data), Schedule.from_stored({**data, "name": "a2"})
+    assert first.trigger is second.trigger  # parsed once, frozen: safe to share
+    edited = {**data, "trigger": {**data["trigger"], "timezone": "Asia/Tokyo"}}
+    assert Schedule.from_stored(edited).trigger == Cron("*/5 * * * * 30", "Asia/Tokyo")
+    assert Schedule.from_stored(data).trigger == Cron("*/5 * * * * 30", "Europe/Berlin")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {},
+        {"big": 2**70, "negative": -(2**63) - 1, "edge": 2**64 - 1},  # orjson: floats
+        {"ratio": 0.1, "tiny": 5e-324, "nested": [{"n": 1.5}]},
+        {"text": "é 😀", "lone": "\ud800"},  # orjson refuses a lone surrogate
+        {"deep": [[[{"a": [True, None, "x"]}]]]},
+    ],
+)
+def test_definitions_load_as_json_loads_them(payload: dict[str, object]) -> None:
+    text = json.dumps({**SCHEDULES[0].to_json(), "payload": payload})
+    loaded = load_definition(text)
+    assert loaded == json.loads(text)
+    assert repr(loaded) == repr(json.loads(text))  # ints stay ints, floats floats
