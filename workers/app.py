@@ -28,6 +28,36 @@ WRITE_TASK = "nightshift.write"
 REAP_TASK = "nightshift.reap"
 
 
+REDIS_SCHEMES = ("redis://", "rediss://", "redis+socket://", "sentinel://")
+UNACKED_MUTEX_EXPIRE = 10
+"""Seconds a Redis consumer's restore sweep may hold kombu's `unacked_mutex`."""
+
+
+def redis_transport_options(visibility_timeout: int) -> dict[str, int]:
+    """kombu's Redis options that make a dead consumer's messages come back within
+    about `visibility_timeout` + `visibility_timeout / 5` (at most + 10 s).
+
+    kombu gives an unacknowledged message back only in a live consumer's sweep
+    (`QoS.restore_visible`), and by default sweeps every 10 s but scans Redis on
+    every 10th sweep only (`unacked_restore_throttle`): about every 100 s whatever
+    the visibility timeout. A writer SIGKILLed holding a batch, with a 5 s timeout,
+    had its batch applied some 90 s later. Scanning on every sweep, at a fifth of
+    the timeout, costs a lock and a ZRANGE per consumer process per sweep.
+
+    A sweep holds `unacked_mutex` for milliseconds, but a consumer killed inside one
+    leaves it held until it expires (300 s by default), blocking every other
+    consumer's sweeps: 10 s bounds that. A sweep that outlives the lock is harmless:
+    each message is moved back in a transaction that watches the unacked hash, so two
+    sweeps cannot restore it twice.
+    """
+    return {
+        "visibility_timeout": visibility_timeout,
+        "unacked_restore_interval": max(1, min(10, visibility_timeout // 5)),
+        "unacked_restore_throttle": 1,
+        "unacked_mutex_expire": UNACKED_MUTEX_EXPIRE,
+    }
+
+
 def create_app(settings: Settings) -> Celery:
     app = Celery(
         "nightshift",
@@ -85,7 +115,11 @@ def create_app(settings: Settings) -> Celery:
         timezone="UTC",
         enable_utc=True,
     )
-    if settings.broker_url.startswith(("redis://", "rediss://", "sqs://")):
+    if settings.broker_url.startswith(REDIS_SCHEMES):
+        app.conf.broker_transport_options = redis_transport_options(
+            settings.broker_visibility_timeout
+        )
+    elif settings.broker_url.startswith("sqs://"):
         app.conf.broker_transport_options = {
             "visibility_timeout": settings.broker_visibility_timeout
         }

@@ -24,6 +24,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from memory.engine import open_engine
+from memory.tables import receipts
 from workers import runs
 from workers.cli.supervisor import celery_command
 from workers.runs import Run
@@ -133,6 +134,22 @@ class System:
                     )
             time.sleep(0.1)
         raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{self.logs()}")
+
+
+def has_receipt(system: System, handle: str) -> bool:
+    with system.engine.connect() as conn:
+        found = receipts.select().where(receipts.c.handle == handle)
+        return conn.execute(found).first() is not None
+
+
+def stop_pool(system: System, name: str) -> None:
+    """SIGSTOP the pool processes of worker `name` once it is ready: it still takes
+    messages (and holds them unacknowledged) but runs nothing."""
+    log = system.root / f"{name}.log"
+    system.wait_for(f"{name} to be ready", lambda: " ready." in log.read_text())
+    main = system.procs[name].pid
+    for child in Path(f"/proc/{main}/task/{main}/children").read_text().split():
+        os.kill(int(child), signal.SIGSTOP)
 
 
 @contextmanager

@@ -7,8 +7,6 @@ The broker is NIGHTSHIFT_TEST_AMQP_URL (a vhost of its own per test where
 from __future__ import annotations
 
 import json
-import os
-import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,8 +15,7 @@ from kombu import Connection
 from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy import text
 
-from memory.tables import receipts
-from tests.acceptance.harness import System
+from tests.acceptance.harness import System, has_receipt, stop_pool
 from workers.app import create_app
 from workers.enqueue import task_id
 from workers.health import queue_states
@@ -29,12 +26,6 @@ from workers.settings import Settings
 pytestmark = pytest.mark.acceptance
 
 ANA = ["--tenant", "acme", "--user", "ana", "--agent", "triage"]
-
-
-def has_receipt(system: System, handle: str) -> bool:
-    with system.engine.connect() as conn:
-        found = receipts.select().where(receipts.c.handle == handle)
-        return conn.execute(found).first() is not None
 
 
 def test_a_triggered_run_is_remembered_and_its_result_kept(rabbit_system: System) -> None:
@@ -109,12 +100,8 @@ def test_a_killed_writer_s_batch_comes_back_at_once_and_is_applied_once(
     applying it) and is SIGKILLed: RabbitMQ requeues the batch as the connection drops,
     not after a visibility timeout, and the next writer applies it."""
     app = create_app(Settings.from_env(rabbit_system.env))
-    writer = rabbit_system.start("writer")
-    log = rabbit_system.root / "writer.log"
-    rabbit_system.wait_for("the writer to be ready", lambda: " ready." in log.read_text())
-    children = Path(f"/proc/{writer.pid}/task/{writer.pid}/children").read_text().split()
-    for child in children:
-        os.kill(int(child), signal.SIGSTOP)  # holds what it is given, applies nothing
+    rabbit_system.start("writer")
+    stop_pool(rabbit_system, "writer")  # holds what it is given, applies nothing
     content = ["--source", "stated", "--content", "renewal is on 2027-03-01"]
     said = rabbit_system.cli("memory", "write", *ANA, *content, "--json")
     handle = json.loads(said.stdout)["handle"]

@@ -79,3 +79,30 @@ def test_a_worker_on_rabbitmq_reconnects_when_the_broker_closes_its_channel(
     assert rabbit.conf.broker_channel_error_retry is True
     embedded = create_app(Settings(data_dir=tmp_path))
     assert embedded.conf.broker_channel_error_retry is False
+
+
+@pytest.mark.parametrize(("timeout", "sweep"), [(1, 1), (5, 1), (30, 6), (300, 10), (3600, 10)])
+def test_redis_sweeps_for_dead_consumers_messages_at_a_fifth_of_the_visibility_timeout(
+    tmp_path: Path, timeout: int, sweep: int
+) -> None:
+    # kombu's own cadence scans for them about every 100 s, whatever the timeout.
+    from kombu import Connection
+
+    from workers.app import create_app
+
+    app = create_app(
+        Settings(
+            data_dir=tmp_path,
+            broker_url="redis://127.0.0.1:6379/0",
+            broker_visibility_timeout=timeout,
+        )
+    )
+    channel_options = Connection(app.conf.broker_url).transport.Channel.from_transport_options
+    options = app.conf.broker_transport_options
+    assert set(options) <= set(channel_options)  # all of them kombu Redis options
+    assert options == {
+        "visibility_timeout": timeout,
+        "unacked_restore_interval": sweep,
+        "unacked_restore_throttle": 1,
+        "unacked_mutex_expire": 10,
+    }
