@@ -62,7 +62,8 @@ class Settings:
     metrics_port: int = 9808
     writer_shards: int = 1
     # Redis redelivers an unacknowledged message after this; runs are protected by their
-    # lease, so it can be short, and a killed writer's batch comes back within it.
+    # lease, so it can be short, and a killed writer's batch comes back within it and a
+    # fifth (`workers.app.redis_transport_options`).
     broker_visibility_timeout: int = 300
     memory_ttl: str = ""  # TTL days per kind/layer, e.g. "default=90;episode=30" (each 7–180)
     purge_after_days: int = 30  # expired memories are deleted for good this long after expiry
