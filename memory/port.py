@@ -36,13 +36,17 @@ RulesFor = Callable[[str], AgentRules]
 
 @dataclass(frozen=True, slots=True)
 class ApplyOp:
-    """Judge and apply `candidates`; the result is the `WriteReceipt`."""
+    """Judge and apply `candidates`; the result is the `WriteReceipt`.
+
+    With `refusal` (a rule and its reason) nothing is judged: every candidate is
+    refused with it (`Store.refuse`)."""
 
     candidates: tuple[Candidate, ...]
     handle: str
     actor: str
     rules_for: RulesFor
     now: datetime
+    refusal: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -155,6 +155,17 @@ class Store:
         result: WriteReceipt = self.backend.batch([op])[0]
         return result
 
+    def refuse(
+        self, candidates: Sequence[Candidate], *, handle: str, actor: str, rule: str, reason: str
+    ) -> WriteReceipt:
+        """Record `candidates` as refused with `rule` and `reason`, unjudged: a receipt
+        and an audit entry each, nothing stored. For a batch that cannot be applied
+        at all (one that took its writer down on every attempt). Like `apply`, a
+        handle seen before returns the stored receipt untouched."""
+        op = ApplyOp(tuple(candidates), handle, actor, _default_rules, self.clock(), (rule, reason))
+        result: WriteReceipt = self.backend.batch([op])[0]
+        return result
+
     def edit(
         self,
         scope: Scope,

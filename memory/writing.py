@@ -86,12 +86,18 @@ def apply(rows: RowAccess, op: ApplyOp) -> WriteReceipt:
             )
         return earlier
     keys = _Keys(op.candidates)
-    existing = rows.ask_existing(keys.idempotency(), keys.slots())
-    try:  # the gate needs no rows: it judges while the backend looks them up
-        rules: dict[str, AgentRules] = {}
-        verdicts = [judge(c, _rules(rules, op, c.provenance.agent)) for c in op.candidates]
-    finally:
-        by_idem, active = existing()
+    if op.refusal is not None:  # nothing judged, nothing stored: no rows to look up
+        rule, reason = op.refusal
+        verdicts = [Verdict(Action.REFUSE, c.kind, reason, rule) for c in op.candidates]
+        by_idem: dict[tuple[Scope, str], Memory] = {}
+        active: dict[tuple[Scope, str], Memory] = {}
+    else:
+        existing = rows.ask_existing(keys.idempotency(), keys.slots())
+        try:  # the gate needs no rows: it judges while the backend looks them up
+            rules: dict[str, AgentRules] = {}
+            verdicts = [judge(c, _rules(rules, op, c.provenance.agent)) for c in op.candidates]
+        finally:
+            by_idem, active = existing()
     batch = _Batch(rows, keys, by_idem, active)
     decisions = tuple(
         batch.apply_one(i, c, verdict, op.now)

@@ -14,7 +14,9 @@ receipt never came, though its run said it wrote. Here a taken message moves to
 the consumer's own folder under `unacked/`, held by an exclusive `flock` for the
 consumer's life, and is deleted when acknowledged. A consumer whose lock is free
 has died (the kernel drops the lock with the process): any consumer that polls
-moves its messages back to the queue, as Redis restores unacknowledged messages.
+moves its messages back to the queue, as Redis restores unacknowledged messages,
+marked `redelivered` as Redis and RabbitMQ mark them (`workers.write_attempts`
+counts them).
 A consumer that asked for no acknowledgements (kombu's `no_ack`: control
 replies) gets the old behaviour.
 
@@ -39,6 +41,9 @@ from kombu.utils.json import dumps, loads
 RESTORE_EVERY = 2.0
 """Seconds between a polling consumer's looks for a dead consumer's messages."""
 _LOCK = "owner.lock"
+_AGAIN = "-again"
+"""Ends the first part of a restored message's file name: it is delivered marked
+`redelivered`, as Redis and RabbitMQ mark a message that comes back."""
 
 
 class Channel(filesystem.Channel):
@@ -88,6 +93,8 @@ class Channel(filesystem.Channel):
                     payload = loads(bytes_to_str(f.read()))
             except (OSError, ValueError) as exc:
                 raise ChannelError(f"Cannot read file {taken!r} from queue.") from exc
+            if name.partition(".")[0].endswith(_AGAIN):
+                _mark_redelivered(payload.setdefault("properties", {}))
             tag = payload.get("properties", {}).get("delivery_tag")
             if tag is None:  # nothing can acknowledge it: taken is consumed, as before
                 os.remove(taken)
@@ -107,6 +114,8 @@ class Channel(filesystem.Channel):
     def _restore(self, message: Any) -> None:
         # Unacknowledged at a clean shutdown (or rejected with requeue): a copy goes
         # back to the queue, so the taken file must go or it would come back twice.
+        # kombu marks the copy at its top level, where no consumer reads it.
+        _mark_redelivered(message.properties)
         super()._restore(message)
         self._drop(message.delivery_tag)
 
@@ -159,7 +168,7 @@ def restore_orphans(root: str, queue_folder: str, *, skip: str = "") -> int:
         try:
             for name in _messages(folder):
                 with contextlib.suppress(FileNotFoundError):
-                    os.rename(os.path.join(folder, name), os.path.join(queue_folder, name))
+                    os.rename(os.path.join(folder, name), os.path.join(queue_folder, _again(name)))
                     moved += 1
             with contextlib.suppress(OSError):
                 os.remove(os.path.join(folder, _LOCK))
@@ -167,6 +176,17 @@ def restore_orphans(root: str, queue_folder: str, *, skip: str = "") -> int:
         finally:
             os.close(fd)
     return moved
+
+
+def _again(name: str) -> str:
+    """`name` marked as a message that comes back; its order in the queue unchanged."""
+    first, dot, rest = name.partition(".")
+    return name if first.endswith(_AGAIN) else f"{first}{_AGAIN}{dot}{rest}"
+
+
+def _mark_redelivered(properties: dict[str, Any]) -> None:
+    """Where a consumer reads it: Celery's `request.delivery_info["redelivered"]`."""
+    properties.setdefault("delivery_info", {})["redelivered"] = True
 
 
 def _messages(folder: str) -> list[str]:

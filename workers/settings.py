@@ -39,6 +39,9 @@ class Settings:
     reaper_interval: float = 15.0
     requeue_after: int = 300
     run_max_attempts: int = 5  # a run whose worker stopped this many times is failed, not re-sent
+    # A write batch that came back this many times unfinished (its writer stopped each
+    # time) is refused with the rule writer-crashed, not applied again.
+    write_max_attempts: int = 3
     run_time_limit: int = 600
     load_limit: int = 20
     load_max_chars: int = 8000
@@ -92,6 +95,7 @@ class Settings:
             "max_payload_bytes",
             "writer_shards",
             "run_max_attempts",
+            "write_max_attempts",
         ):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{PREFIX}{name.upper()} must be positive")

@@ -49,3 +49,14 @@ Index("ix_ns_runs_schedule", runs.c.schedule, runs.c.enqueued_at)
 Index("ix_ns_runs_enqueued", runs.c.enqueued_at)
 Index("ix_ns_runs_parent", runs.c.parent_key)
 Index("ix_ns_runs_scope_finished", runs.c.tenant, runs.c.user_id, runs.c.agent, runs.c.finished_at)
+
+write_attempts = Table(
+    "ns_write_attempts",
+    metadata,
+    # 0014_write_attempts: how often a write message came back unfinished
+    # (`workers.write_attempts`); a row lives only while its message does.
+    Column("handle", String(300), primary_key=True),
+    Column("attempts", Integer, nullable=False),
+    Column("first_at", Timestamp(), nullable=False),
+    Column("last_at", Timestamp(), nullable=False),
+)

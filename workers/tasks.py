@@ -14,7 +14,7 @@ from celery.signals import worker_init, worker_ready
 from memory.engine import retrying
 from memory.records import Candidate
 from schedules import fires
-from workers import runs, writer
+from workers import runs, write_attempts, writer
 from workers.app import RUN_TASK, WRITE_TASK
 from workers.enqueue import enqueue, resend, task_id
 from workers.lifecycle import execute
@@ -106,6 +106,9 @@ def write(
 
     Every candidate is judged as written by a run acting for the person on
     `run_key`'s record (`writer.person_of_run`), whatever it says itself.
+    A message that came back unfinished `NIGHTSHIFT_WRITE_MAX_ATTEMPTS` times (its
+    writer stopped each time: `workers.write_attempts`) is given up: each batch gets a
+    receipt refusing every candidate (rule `writer-crashed`), its votes are dropped.
     Every batch is idempotent by its handle, so a redelivered message changes nothing;
     the votes are applied last, as one batch with handle `votes:<handle>`. A vote
     counts only for a memory its run's record says it was given, and no agent's
@@ -113,17 +116,26 @@ def write(
     result lists the votes refused, with their reasons (`refused_votes`).
     """
     rt = runtime_of(self.app)
-    counts: dict[str, int] = {}
     batches = [(handle, candidates)] if candidates else []
     batches += [(batch["handle"], batch["candidates"]) for batch in followups or ()]
-    person = writer.person_of_run(rt, run_key) if batches else ""
-    for batch_handle, batch in batches:
-        receipt = writer.apply(
-            rt, batch_handle, [Candidate.from_json(c) for c in batch], acting_for=person
-        )
+    parsed = [(h, [Candidate.from_json(c) for c in batch]) for h, batch in batches]
+    came_back = bool((self.request.delivery_info or {}).get("redelivered"))
+    if came_back:
+        attempts = write_attempts.came_back(rt.engine, handle, utcnow())
+        if attempts >= rt.settings.write_max_attempts:
+            receipts = writer.give_up(rt, handle, parsed, attempts, votes=len(votes or ()))
+            write_attempts.done(rt.engine, handle)
+            given = next((r.counts() for r in receipts if r.handle == handle), {})
+            return {"handle": handle, "run": run_key, "counts": given, "given_up": attempts}
+    counts: dict[str, int] = {}
+    person = writer.person_of_run(rt, run_key) if parsed else ""
+    for batch_handle, batch in parsed:
+        receipt = writer.apply(rt, batch_handle, batch, acting_for=person)
         if batch_handle == handle:
             counts = receipt.counts()
     applied, refused = _apply_votes(rt, handle, votes or [])
+    if came_back:
+        write_attempts.done(rt.engine, handle)
     return {
         "handle": handle,
         "run": run_key,

@@ -21,7 +21,7 @@ from typing import Any
 
 from memory.attachment import from_path
 from memory.engine import autocommit, retrying
-from memory.policy import SOMEONE
+from memory.policy import SOMEONE, Rule
 from memory.receipts import WriteReceipt
 from memory.records import Candidate
 from workers import runs
@@ -38,11 +38,10 @@ def apply(
     """Apply `candidates` under `handle`; `acting_for` is `person_of_run` of the run
     that sent them ("" for a write that is no run's)."""
     rules_for = from_path(rt.settings.agent_rules)
-    actor = "operator-cli" if handle.startswith(OPERATOR_HANDLE_PREFIX) else "writer"
     receipt = rt.store.apply(
         [_acting_for(c, acting_for) for c in candidates],
         handle=handle,
-        actor=actor,
+        actor=_actor(handle),
         rules_for=rules_for,
     )
     log.info(
@@ -51,6 +50,41 @@ def apply(
         extra={"action": "write.applied", "handle": handle, **receipt.counts()},
     )
     return receipt
+
+
+def give_up(
+    rt: Any,
+    handle: str,
+    batches: Sequence[tuple[str, Sequence[Candidate]]],
+    attempts: int,
+    *,
+    votes: int,
+) -> list[WriteReceipt]:
+    """Refuse every candidate of message `handle`, which came back unfinished `attempts` times,
+    unjudged (judging it may be what stops the writer): a receipt per batch, an
+    audit entry per candidate, nothing stored."""
+    reason = (
+        f"not applied: the writer stopped (killed, out of memory, or a crash) on each of"
+        f" {attempts} attempts at this batch; nothing of it was stored; write it again to"
+        " retry (NIGHTSHIFT_WRITE_MAX_ATTEMPTS)"
+    )
+    receipts = [
+        rt.store.refuse(batch, handle=h, actor=_actor(h), rule=Rule.WRITER_CRASHED, reason=reason)
+        for h, batch in batches
+    ]
+    log.warning(
+        "write %s given up after %d attempts: %d candidates refused, %d votes dropped",
+        handle,
+        attempts,
+        sum(len(batch) for _, batch in batches),
+        votes,
+        extra={"action": "write.given_up", "handle": handle, "attempts": attempts},
+    )
+    return receipts
+
+
+def _actor(handle: str) -> str:
+    return "operator-cli" if handle.startswith(OPERATOR_HANDLE_PREFIX) else "writer"
 
 
 @retrying()
