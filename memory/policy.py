@@ -72,7 +72,6 @@ class Rule(StrEnum):
     GOAL_KEY_RESERVED = "goal-key-reserved"
     INFERRED_BELOW_BAR = "inferred-below-bar"
     CROSS_USER_LAYER = "cross-user-layer"
-    WRITER_CRASHED = "writer-crashed"  # not the gate's: the writer gave the batch up
     OK = "ok"
 
 

@@ -21,12 +21,16 @@ from typing import Any
 
 from memory.attachment import from_path
 from memory.engine import autocommit, retrying
-from memory.policy import SOMEONE, Rule
+from memory.policy import SOMEONE
 from memory.receipts import WriteReceipt
 from memory.records import Candidate
 from workers import runs
 
 log = logging.getLogger(__name__)
+
+WRITER_CRASHED = "writer-crashed"
+"""The rule on a receipt of a batch given up unjudged (`give_up`): not one of the
+gate's rules (`memory.policy.Rule`), which judge candidates."""
 
 OPERATOR_HANDLE_PREFIX = "cli:"
 """Handles of writes submitted by the operator's `nightshift memory write`."""
@@ -69,7 +73,7 @@ def give_up(
         " retry (NIGHTSHIFT_WRITE_MAX_ATTEMPTS)"
     )
     receipts = [
-        rt.store.refuse(batch, handle=h, actor=_actor(h), rule=Rule.WRITER_CRASHED, reason=reason)
+        rt.store.refuse(batch, handle=h, actor=_actor(h), rule=WRITER_CRASHED, reason=reason)
         for h, batch in batches
     ]
     log.warning(
