@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from celery import Celery
@@ -20,7 +20,7 @@ from memory.engine import missing_sqlite_file, safe_url
 from memory.records import Status
 from memory.tables import memories, receipts
 from schedules import lease as lease_queries
-from workers import schema, serving
+from workers import schema, serving, write_attempts
 from workers.runtime import Runtime
 from workers.sharding import is_write_queue
 from workers.tables import runs
@@ -231,6 +231,34 @@ def oldest_pending_write(rt: Runtime, now: datetime) -> float | None:
     return max((now - oldest).total_seconds(), 0.0)
 
 
+GIVEN_UP_WINDOW = timedelta(hours=24)
+"""How long a given-up write keeps status unhealthy."""
+
+
+def given_up_writes(rt: Runtime, now: datetime) -> Check:
+    """Write messages given up in the last `GIVEN_UP_WINDOW`: each one is a batch that
+    took its writer down on every attempt, and a run's memory that was not stored."""
+    given = write_attempts.given_up_since(rt.engine, now - GIVEN_UP_WINDOW)
+    if not given:
+        return Check("given-up writes", True, "none in the last 24 h", [])
+    newest = given[0]
+    ago = max((now - newest.at).total_seconds(), 0.0)
+    detail = (
+        f"{len(given)} in the last 24 h, the newest {newest.handle} after"
+        f" {newest.attempts} attempts {_age(ago)} ago; `nightshift memory receipt"
+        " HANDLE` lists what was not stored"
+    )
+    return Check("given-up writes", False, detail, [g.handle for g in given])
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.0f}h"
+
+
 def review_queue_depth(rt: Runtime) -> int:
     query = select(func.count()).where(memories.c.status == Status.PENDING_REVIEW.value)
     with rt.engine.connect() as conn:
@@ -264,5 +292,6 @@ def report(
                 lag,
             )
         )
+        checks.append(probe("given-up writes", lambda: given_up_writes(rt, now)))
     facts = {"review_queue": review_queue_depth(rt)} if db_ok else {}
     return Report(tuple(checks), facts)

@@ -21,7 +21,7 @@ from sqlalchemy import func, select
 from memory.tables import audit
 from schedules.fires import FireOutcome, Origin
 from schedules.tables import fires
-from workers import health
+from workers import health, write_attempts
 from workers.runtime import Runtime
 from workers.tables import runs
 
@@ -42,6 +42,12 @@ class NightshiftCollector(Collector):
             "nightshift_review_queue_depth",
             "Memories waiting for review.",
             health.review_queue_depth(self.rt),
+        )
+        yield _gauge(
+            "nightshift_writes_given_up",
+            "Write messages given up in the last 24 hours: each took its writer down on"
+            " every attempt, and nothing of it was stored.",
+            len(write_attempts.given_up_since(self.rt.engine, now - health.GIVEN_UP_WINDOW)),
         )
         lag = health.oldest_pending_write(self.rt, now)
         yield _gauge(

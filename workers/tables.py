@@ -54,9 +54,11 @@ write_attempts = Table(
     "ns_write_attempts",
     metadata,
     # 0014_write_attempts: how often a write message came back unfinished
-    # (`workers.write_attempts`); a row lives only while its message does.
+    # (`workers.write_attempts`); a row lives while its message does, and a while
+    # longer once the message is given up (0015_given_up_writes: `given_up_at`).
     Column("handle", String(300), primary_key=True),
     Column("attempts", Integer, nullable=False),
     Column("first_at", Timestamp(), nullable=False),
     Column("last_at", Timestamp(), nullable=False),
+    Column("given_up_at", Timestamp(), nullable=True),
 )

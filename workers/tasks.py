@@ -124,7 +124,7 @@ def write(
         attempts = write_attempts.came_back(rt.engine, handle, utcnow())
         if attempts >= rt.settings.write_max_attempts:
             receipts = writer.give_up(rt, handle, parsed, attempts, votes=len(votes or ()))
-            write_attempts.done(rt.engine, handle)
+            write_attempts.gave_up(rt.engine, handle, utcnow())
             given = next((r.counts() for r in receipts if r.handle == handle), {})
             return {"handle": handle, "run": run_key, "counts": given, "given_up": attempts}
     counts: dict[str, int] = {}

@@ -8,23 +8,39 @@ back for ever, and the writes queued behind it on its queue would wait for ever.
 Only a redelivered message is counted (the broker marks it: kombu's Redis
 transport, RabbitMQ, and `workers.embedded_broker`), so a first delivery, the
 common case, costs no write; a redelivery means at least one earlier delivery did
-not finish. The row goes when the message is done, applied or given up.
+not finish. The row goes when the message is applied. A given-up message's row
+stays, marked (`gave_up`), so that `nightshift status` and the metrics can show
+it (`given_up_since`); rows untouched for `KEEP` are dropped as the next
+redelivery is counted, given up or not (a message that vanished from a purged
+queue never finishes).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from sqlalchemy import Engine, delete, insert, update
+from sqlalchemy import Engine, delete, insert, select, update
 
 from memory.engine import retrying
 from workers.tables import write_attempts
+
+KEEP = timedelta(days=30)
+"""How long a row nobody counts any more is kept."""
+
+
+@dataclass(frozen=True, slots=True)
+class GivenUp:
+    handle: str
+    attempts: int
+    at: datetime
 
 
 @retrying()
 def came_back(engine: Engine, handle: str, now: datetime) -> int:
     """Count a redelivery of the message with receipt `handle`; return how many so far."""
     with engine.begin() as conn:
+        conn.execute(delete(write_attempts).where(write_attempts.c.last_at < now - KEEP))
         seen = conn.execute(
             update(write_attempts)
             .where(write_attempts.c.handle == handle)
@@ -41,6 +57,29 @@ def came_back(engine: Engine, handle: str, now: datetime) -> int:
 
 @retrying()
 def done(engine: Engine, handle: str) -> None:
-    """Forget the count of the message with receipt `handle`: it is applied or given up."""
+    """Forget the count of the message with receipt `handle`: it is applied."""
     with engine.begin() as conn:
         conn.execute(delete(write_attempts).where(write_attempts.c.handle == handle))
+
+
+@retrying()
+def gave_up(engine: Engine, handle: str, now: datetime) -> None:
+    """Mark the message with receipt `handle` given up (its row is kept for `KEEP`)."""
+    with engine.begin() as conn:
+        conn.execute(
+            update(write_attempts)
+            .where(write_attempts.c.handle == handle)
+            .values(given_up_at=now, last_at=now)
+        )
+
+
+def given_up_since(engine: Engine, since: datetime) -> list[GivenUp]:
+    """The messages given up at or after `since`, the newest first."""
+    t = write_attempts
+    query = (
+        select(t.c.handle, t.c.attempts, t.c.given_up_at)
+        .where(t.c.given_up_at >= since)
+        .order_by(t.c.given_up_at.desc(), t.c.handle)
+    )
+    with engine.connect() as conn:
+        return [GivenUp(h, n, at) for h, n, at in conn.execute(query)]

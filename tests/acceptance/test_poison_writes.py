@@ -11,7 +11,7 @@ import json
 from functools import partial
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from tests.acceptance.harness import System, has_receipt
 from tests.acceptance.writer_crash import MARK
@@ -50,8 +50,14 @@ def given_up(system: System) -> None:
     assert system.procs["writer"].poll() is None
     listed = system.cli("memory", "show", *ANA, "--all", "--json")
     assert [m["content"] for m in json.loads(listed.stdout)] == ["the renewal is on 2027-04-01"]
-    with system.engine.connect() as conn:  # counted while it came back, then forgotten
-        assert conn.execute(select(func.count()).select_from(write_attempts)).scalar() == 0
+    with system.engine.connect() as conn:  # counted while it came back, kept once given up
+        kept = conn.execute(select(write_attempts.c.handle, write_attempts.c.attempts)).all()
+        assert [tuple(row) for row in kept] == [(poison, ATTEMPTS)]
+    # Status names it (and is unhealthy for a day); the metric counts it.
+    status = json.loads(system.cli("status", "--json").stdout)
+    [check] = [c for c in status["checks"] if c["name"] == "given-up writes"]
+    assert not check["ok"] and check["value"] == [poison], check
+    assert f"the newest {poison} after {ATTEMPTS} attempts" in check["detail"]
     log = (system.root / "writer.log").read_text()
     assert log.count("Task handler raised error: WorkerLostError") == ATTEMPTS
     assert f"given up after {ATTEMPTS} attempts" in log

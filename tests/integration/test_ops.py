@@ -128,3 +128,22 @@ def test_report_reads_the_clock_after_the_workers_answered(
 
     health.report(rt, create_app(rt.settings), clock)
     assert order == ["workers", "clock"]
+
+
+def test_a_given_up_write_makes_status_unhealthy_for_a_day_and_is_counted(rt: Runtime) -> None:
+    from workers import write_attempts
+
+    now = datetime.now(UTC)
+    assert health.given_up_writes(rt, now).ok
+    for _ in range(3):
+        write_attempts.came_back(rt.engine, "write:poison@1", now)
+    write_attempts.gave_up(rt.engine, "write:poison@1", now)
+    check = health.given_up_writes(rt, now + timedelta(minutes=5))
+    assert not check.ok and check.value == ["write:poison@1"]
+    assert "1 in the last 24 h, the newest write:poison@1 after 3 attempts 5m ago" in check.detail
+    report = health.report(rt, create_app(rt.settings), lambda: now)
+    assert "given-up writes" in {c.name for c in report.checks if not c.ok}
+    registry = CollectorRegistry()
+    registry.register(NightshiftCollector(rt, create_app(rt.settings), clock=lambda: now))
+    assert "nightshift_writes_given_up 1.0" in generate_latest(registry).decode()
+    assert health.given_up_writes(rt, now + timedelta(hours=25)).ok

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from sqlalchemy import Engine, select
 
 from tests.clock import Clock
@@ -25,3 +27,21 @@ def test_each_comeback_counts_per_handle_until_the_message_is_done(
     write_attempts.done(engine, "write:never-counted")  # a first delivery: nothing to forget
     assert rows(engine) == [("write:b", 1)]
     assert write_attempts.came_back(engine, "write:a", clock()) == 1  # sent again: counted anew
+
+
+def test_a_given_up_message_is_kept_and_listed_until_it_ages_out(
+    engine: Engine, clock: Clock
+) -> None:
+    start = clock()
+    for _ in range(3):
+        write_attempts.came_back(engine, "write:poison", clock())
+    write_attempts.came_back(engine, "write:vanished", clock())  # never finishes
+    clock.advance(seconds=5)
+    write_attempts.gave_up(engine, "write:poison", clock())
+    [given] = write_attempts.given_up_since(engine, start)
+    assert (given.handle, given.attempts, given.at) == ("write:poison", 3, clock())
+    assert write_attempts.given_up_since(engine, clock() + timedelta(seconds=1)) == []
+    # A month on, the next redelivery counted drops both stale rows.
+    clock.advance(seconds=write_attempts.KEEP.total_seconds() + 1)
+    assert write_attempts.came_back(engine, "write:new", clock()) == 1
+    assert rows(engine) == [("write:new", 1)]
