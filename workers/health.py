@@ -7,7 +7,7 @@ shows up as one failed line instead of a traceback.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -118,18 +118,41 @@ def broker(app: Celery) -> list[Check]:
     return checks
 
 
-def writer_queues(consumers: dict[str, int]) -> Check:
+WRITER_QUEUES = "writer queues"
+
+
+def writer_queues(consumers: dict[str, int], *, answered: bool = False) -> Check:
     """Each memory-writer queue needs exactly one consumer: none and its tenants' writes
-    wait, two and a scope's writes may apply out of order. The broker's count sees
-    what the workers' answers cannot: a shard nobody consumes, a second consumer of
-    any name."""
+    wait, two and a scope's writes may apply out of order. The broker's count
+    (RabbitMQ) sees any consumer, of any name; where the broker does not count them
+    (Redis, the folder broker) the count is of the workers that `answered` naming
+    the queues they read (`answered_consumers`)."""
     wrong = {q: n for q, n in consumers.items() if n != 1}
     detail = ", ".join(
         f"{q} {'no consumer' if n == 0 else f'{n} consumers'}" for q, n in wrong.items()
     )
     if any(n > 1 for n in wrong.values()):
         detail += " (one per queue keeps a scope's writes in order)"
-    return Check("writer queues", not wrong, detail or "one consumer each", consumers)
+    if wrong and answered:
+        detail += " among the workers that answer"
+    return Check(WRITER_QUEUES, not wrong, detail or "one consumer each", consumers)
+
+
+def answered_consumers(answers: dict[str, Any], queues: Iterable[str]) -> dict[str, int] | None:
+    """How many answering workers read each memory-writer queue: those of `queues`
+    (the ones this deployment's settings name) and any other a worker reads (a
+    shard the settings here do not know). None when a writer's answer lists no
+    queues (a worker from before answers named them): it cannot be counted."""
+    counts = {q: 0 for q in queues if is_write_queue(q)}
+    for name, answer in answers.items():
+        read = answer.get("queues") if isinstance(answer, dict) else None
+        if read is None:
+            if _role(name) == "writer":
+                return None
+            continue
+        for queue in filter(is_write_queue, read):
+            counts[queue] = counts.get(queue, 0) + 1
+    return counts
 
 
 ROLES = ("runs", "writer")
@@ -137,16 +160,17 @@ ROLES = ("runs", "writer")
 shard (`workers.cli.supervisor`)."""
 
 
-def consumers(app: Celery, here: str | None, timeout: float = 2.0) -> list[Check]:
-    """The run workers and memory writers that answer, whether each serves the
-    database `here` (`workers.serving.identity`; None when that is unknown), and any
-    other worker on the broker that serves another database."""
+def worker_answers(app: Celery, timeout: float = 2.0) -> dict[str, Any]:
+    """Every worker's answer to `workers.serving.COMMAND`, by node name: the database
+    it serves and the queues it reads."""
     replies = app.control.broadcast(serving.COMMAND, reply=True, timeout=timeout) or []
-    return judged({name: answer for reply in replies for name, answer in reply.items()}, here)
+    return {name: answer for reply in replies for name, answer in reply.items()}
 
 
 def judged(answers: dict[str, Any], here: str | None) -> list[Check]:
-    """`consumers`' checks of the workers' answers (node name → what it serves)."""
+    """The run workers and memory writers that answer (`worker_answers`), whether each
+    serves the database `here` (`workers.serving.identity`; None when that is
+    unknown), and any other worker on the broker that serves another database."""
     checks = [
         _answering("run workers", "runs", answers, here),
         _answering("memory writer", "writer", answers, here),
@@ -276,9 +300,14 @@ def report(
     except Exception:  # the database check already says what is wrong with it
         here = None
     try:
-        checks += consumers(app, here)
+        answers = worker_answers(app)
     except Exception as error:
         checks.append(Check("workers", False, f"{type(error).__name__}: {error}"))
+    else:
+        checks += judged(answers, here)
+        counted = answered_consumers(answers, (q.name for q in app.conf.task_queues))
+        if counted is not None and not any(c.name == WRITER_QUEUES for c in checks):
+            checks.append(writer_queues(counted, answered=True))  # the broker did not count
     db_ok = checks[0].ok
     if db_ok:
         now = clock()

@@ -60,12 +60,25 @@ _served: dict[int, dict[str, str]] = {}
 
 
 @inspect_command(name=COMMAND)
-def _serving(state: Any, **_: Any) -> dict[str, str]:
-    """Answer `COMMAND`: the database this worker's settings name."""
+def _serving(state: Any, **_: Any) -> dict[str, Any]:
+    """Answer `COMMAND`: the database this worker's settings name, and the queues it
+    consumes now (read at each answer: a consumer can be added or cancelled)."""
+    queues = {"queues": consumed_queues(state.consumer)}
     pid = os.getpid()
     if pid not in _served:
         try:
             _served[pid] = described(state.app.nightshift_settings.database_url)
         except Exception as error:  # an answer that says why, never a dead command
-            return {"identity": "", "url": "", "error": f"{type(error).__name__}: {error}"}
-    return _served[pid]
+            return {
+                "identity": "",
+                "url": "",
+                "error": f"{type(error).__name__}: {error}",
+                **queues,
+            }
+    return {**_served[pid], **queues}
+
+
+def consumed_queues(consumer: Any) -> list[str]:
+    """The names of the queues a worker's consumer reads (Celery's `active_queues`)."""
+    task_consumer = getattr(consumer, "task_consumer", None)
+    return sorted(q.name for q in task_consumer.queues) if task_consumer else []

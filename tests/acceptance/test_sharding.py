@@ -3,6 +3,7 @@ applied in submission order, all by the one shard its tenant maps to."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -76,3 +77,32 @@ def test_each_scope_is_written_in_order_by_exactly_one_shard(sharded: System) ->
         appliers = {s for s, text in logs.items() if f"write write:{tenant}@" in text}
         assert appliers == {shard_of(tenant, SHARDS)}, tenant
     assert all("write write:" in text for text in logs.values())  # every shard did work
+
+
+def test_status_names_a_shard_no_writer_reads_though_redis_counts_no_consumers(
+    sharded: System,
+) -> None:
+    """Three of the four shards' writers run: every writer that answers is healthy,
+    and Redis has no consumer count to ask; the writers' answers name the queues
+    they read, so the fourth queue shows with nobody to apply its writes."""
+    for shard in range(SHARDS - 1):
+        sharded.serve(f"writer-{shard}", "writer", "--shard", str(shard))
+
+    def status() -> dict[str, dict[str, object]] | None:
+        said = sharded.cli("status", "--json")
+        named = {c["name"]: c for c in json.loads(said.stdout)["checks"]}
+        answering = named["memory writer"]["value"]
+        return named if isinstance(answering, list) and len(answering) == SHARDS - 1 else None
+
+    checks = sharded.wait_for("three writers to answer", status)
+    assert checks["memory writer"]["ok"]
+    assert checks["writer queues"] == {
+        "name": "writer queues",
+        "ok": False,
+        "detail": f"memory.write.{SHARDS - 1} no consumer among the workers that answer",
+        "value": {
+            **{f"memory.write.{s}": 1 for s in range(SHARDS - 1)},
+            f"memory.write.{SHARDS - 1}": 0,
+        },
+    }
+    assert sharded.cli("status").returncode == 1

@@ -120,7 +120,7 @@ def test_report_reads_the_clock_after_the_workers_answered(
     """Asking the workers takes up to their timeout; a lease that lapsed meanwhile
     must not read as live because the time was taken before."""
     order: list[str] = []
-    monkeypatch.setattr(health, "consumers", lambda app, here: order.append("workers") or [])
+    monkeypatch.setattr(health, "worker_answers", lambda app: order.append("workers") or {})
 
     def clock() -> datetime:
         order.append("clock")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workers.health import _answering, judged, writer_queues
+from workers.health import _answering, answered_consumers, judged, writer_queues
 
 HERE = "postgresql 7715530255855671462 nightshift"
 
@@ -76,3 +76,28 @@ def test_each_writer_queue_needs_exactly_one_consumer_as_the_broker_counts_them(
     assert (
         shared.detail == "memory.write 2 consumers (one per queue keeps a scope's writes in order)"
     )
+
+
+def test_where_the_broker_does_not_count_the_answers_count_each_writer_queue() -> None:
+    """Redis counts no consumers: a shard nobody reads shows in the workers' answers."""
+    answers = {
+        "writer-0@a": {"identity": HERE, "queues": ["memory.write.0"]},
+        "runs@a": {"identity": HERE, "queues": ["maintenance", "runs"]},
+        "writer-2@b": {"identity": HERE, "queues": ["memory.write.2"]},
+    }
+    counted = answered_consumers(answers, ["runs", "memory.write.0", "memory.write.1"])
+    # The settings here name two shards; a writer reads a third one: all are counted.
+    assert counted == {"memory.write.0": 1, "memory.write.1": 0, "memory.write.2": 1}
+    check = writer_queues(counted, answered=True)
+    assert not check.ok
+    assert check.detail == "memory.write.1 no consumer among the workers that answer"
+
+
+def test_a_writer_that_does_not_name_its_queues_leaves_them_uncounted() -> None:
+    answers = {
+        "writer@a": {"identity": HERE},
+        "runs@a": {"identity": HERE, "queues": ["runs"]},
+    }
+    assert answered_consumers(answers, ["memory.write"]) is None
+    # A worker that is no writer and names nothing is simply not counted.
+    assert answered_consumers({"runs@a": {"error": "x"}}, ["memory.write"]) == {"memory.write": 0}
