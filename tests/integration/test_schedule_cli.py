@@ -230,3 +230,30 @@ def test_apply_writes_each_kind_of_change_in_one_statement(engine: Engine) -> No
     assert gone == {s.name for s in first[35:]}
     assert stored["s001"].schedule.goal == "triage" and stored["s000"].schedule.goal == ""
     assert all(stored[s.name].schedule.fingerprint() == s.fingerprint() for s in again)
+
+
+def test_a_mistake_repeated_in_every_schedule_prints_the_first_errors_and_a_count(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """A generated file with the same wrong agent in 300 schedules: the first errors,
+    then how many more, not 300 lines; --json still lists them all. Nothing is stored."""
+    from workers.cli.schedule_cmds import ERRORS_SHOWN
+
+    path = tmp_path / "generated.toml"
+    path.write_text(
+        "".join(
+            f'[[schedule]]\nname = "s{i:03d}"\nagent = "ghost"\ntenant = "acme"\n'
+            'cron = "0 7 * * *"\n\n'
+            for i in range(300)
+        )
+    )
+    result = cli(engine, tmp_path, "schedules", "apply", str(path))
+    assert result.exit_code == 3
+    lines = result.stderr.splitlines()
+    assert sum(line.startswith("error: ") for line in lines) == ERRORS_SHOWN
+    assert lines[0].startswith(f"error: {path}:1: schedule 's000': field 'agent'")
+    assert f"… and {300 - ERRORS_SHOWN} more errors (300 in all; --json lists every one)" in lines
+    assert lines[-1] == "nothing was deleted because of the errors above"
+    as_json = cli(engine, tmp_path, "schedules", "apply", str(path), "--json")
+    assert as_json.exit_code == 3 and len(json.loads(as_json.stdout)["errors"]) == 300
+    assert stored(engine) == {}

@@ -68,10 +68,16 @@ def apply_cmd(
     sys.exit(code)
 
 
+ERRORS_SHOWN = 50
+"""Errors `apply` prints before it counts the rest: one mistake in a generated file
+repeats in every schedule, and 50,000 lines hide the one that says what happened."""
+
+
 def apply_path(
     rt: Runtime, path: Path, *, dry_run: bool, prune: bool, as_json: bool, allow_empty: bool = False
 ) -> int:
-    """Apply `path`; print the diff and every error. Returns the exit code.
+    """Apply `path`; print the diff and the errors (the first `ERRORS_SHOWN`, then
+    how many more; `--json` lists every one). Returns the exit code.
 
     A file with errors never deletes anything: its good schedules are applied,
     pruning is skipped, and the exit code says something was wrong. A PATH with no
@@ -116,8 +122,14 @@ def apply_path(
         unchanged = sum(c.action is Action.UNCHANGED for c in changes)
         changed = "would change" if dry_run else "changed"
         echo(f"schedules from {path}: {len(changes) - unchanged} {changed}, {unchanged} unchanged")
-        for error in result.errors:
+        for error in result.errors[:ERRORS_SHOWN]:
             echo(f"error: {error}", err=True)
+        if len(result.errors) > ERRORS_SHOWN:
+            echo(
+                f"… and {len(result.errors) - ERRORS_SHOWN:,} more errors"
+                f" ({len(result.errors):,} in all; --json lists every one)",
+                err=True,
+            )
         if result.errors:
             echo("nothing was deleted because of the errors above", err=True)
     return EXIT_INVALID_INPUT if result.errors else 0
