@@ -37,5 +37,5 @@ def _run(system: System) -> Iterator[System]:
     try:
         yield system
     finally:
-        system.stop()
+        system.discard()
         system.engine.dispose()

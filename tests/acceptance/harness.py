@@ -111,6 +111,16 @@ class System:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
 
+    def discard(self) -> None:
+        """SIGKILL every process group and wait: a test's teardown, once its assertions
+        are made. A warm shutdown (`stop`) lets each worker finish what it holds, some
+        seconds per worker on the folder broker, for a system about to be thrown away."""
+        for name in list(self.procs):
+            proc = self.procs.pop(name)
+            with _suppress_lookup():
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
     def runs(self) -> list[Run]:
         with self.engine.connect() as conn:
             return runs.recent(conn, limit=1000)

@@ -55,7 +55,7 @@ def redis_pg(tmp_path: Path) -> Iterator[System]:
         try:
             yield system
         finally:
-            system.stop()
+            system.discard()
             system.engine.dispose()
 
 

@@ -54,7 +54,7 @@ def fault_system(tmp_path: Path, broker_url: str | None = None) -> Iterator[Syst
         try:
             yield system
         finally:
-            system.stop()
+            system.discard()
             system.engine.dispose()
 
 

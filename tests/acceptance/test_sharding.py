@@ -33,7 +33,7 @@ def sharded(tmp_path: Path) -> Iterator[System]:
         try:
             yield system
         finally:
-            system.stop()
+            system.discard()
             system.engine.dispose()
 
 

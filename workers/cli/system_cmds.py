@@ -201,7 +201,7 @@ def up(
         echo(f"logs in {supervisor.log_dir}; Ctrl-C to stop\n")
         code = watch_runs(rt, supervisor, stop_after=stop_after)
     except KeyboardInterrupt:
-        echo("\nstopping…")
+        echo("\nstopping… (each worker first finishes the run it holds: a few seconds)")
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)  # a second signal must not cut the stop short
