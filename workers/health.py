@@ -256,21 +256,23 @@ def oldest_pending_write(rt: Runtime, now: datetime) -> float | None:
 
 
 GIVEN_UP_WINDOW = timedelta(hours=24)
-"""How long a given-up write keeps status unhealthy."""
+"""How long a given-up write keeps status unhealthy, unless acknowledged before."""
 
 
 def given_up_writes(rt: Runtime, now: datetime) -> Check:
-    """Write messages given up in the last `GIVEN_UP_WINDOW`: each one is a batch that
-    took its writer down on every attempt, and a run's memory that was not stored."""
+    """Write messages given up in the last `GIVEN_UP_WINDOW` that no operator has
+    acknowledged: each one is a batch that took its writer down on every attempt,
+    and a run's memory that was not stored."""
     given = write_attempts.given_up_since(rt.engine, now - GIVEN_UP_WINDOW)
     if not given:
-        return Check("given-up writes", True, "none in the last 24 h", [])
+        return Check("given-up writes", True, "none unacknowledged in the last 24 h", [])
     newest = given[0]
     ago = max((now - newest.at).total_seconds(), 0.0)
     detail = (
         f"{len(given)} in the last 24 h, the newest {newest.handle} after"
         f" {newest.attempts} attempts {_age(ago)} ago; `nightshift memory receipt"
-        " HANDLE` lists what was not stored"
+        " HANDLE` lists what was not stored, `nightshift memory given-up --ack HANDLE`"
+        " once it is dealt with"
     )
     return Check("given-up writes", False, detail, [g.handle for g in given])
 

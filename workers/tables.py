@@ -55,10 +55,13 @@ write_attempts = Table(
     metadata,
     # 0014_write_attempts: how often a write message came back unfinished
     # (`workers.write_attempts`); a row lives while its message does, and a while
-    # longer once the message is given up (0015_given_up_writes: `given_up_at`).
+    # longer once the message is given up (0015_given_up_writes: `given_up_at`), and
+    # acknowledged by an operator (0016_acknowledged_given_up).
     Column("handle", String(300), primary_key=True),
     Column("attempts", Integer, nullable=False),
     Column("first_at", Timestamp(), nullable=False),
     Column("last_at", Timestamp(), nullable=False),
     Column("given_up_at", Timestamp(), nullable=True),
+    Column("acknowledged_at", Timestamp(), nullable=True),
+    Column("acknowledged_by", String(255), nullable=True),
 )

@@ -10,13 +10,14 @@ transport, RabbitMQ, and `workers.embedded_broker`), so a first delivery, the
 common case, costs no write; a redelivery means at least one earlier delivery did
 not finish. The row goes when the message is applied. A given-up message's row
 stays, marked (`gave_up`), so that `nightshift status` and the metrics can show
-it (`given_up_since`); rows untouched for `KEEP` are dropped as the next
-redelivery is counted, given up or not (a message that vanished from a purged
-queue never finishes).
+it (`given_up_since`) until an operator acknowledges it (`acknowledge`); rows
+untouched for `KEEP` are dropped as the next redelivery is counted, given up or
+not (a message that vanished from a purged queue never finishes).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -34,6 +35,17 @@ class GivenUp:
     handle: str
     attempts: int
     at: datetime
+    acknowledged_at: datetime | None = None
+    acknowledged_by: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "handle": self.handle,
+            "attempts": self.attempts,
+            "given_up_at": self.at.isoformat(),
+            "acknowledged_at": self.acknowledged_at and self.acknowledged_at.isoformat(),
+            "acknowledged_by": self.acknowledged_by,
+        }
 
 
 @retrying()
@@ -73,13 +85,55 @@ def gave_up(engine: Engine, handle: str, now: datetime) -> None:
         )
 
 
+_GIVEN_UP = (
+    write_attempts.c.handle,
+    write_attempts.c.attempts,
+    write_attempts.c.given_up_at,
+    write_attempts.c.acknowledged_at,
+    write_attempts.c.acknowledged_by,
+)
+
+
 def given_up_since(engine: Engine, since: datetime) -> list[GivenUp]:
-    """The messages given up at or after `since`, the newest first."""
+    """The messages given up at or after `since` that nobody acknowledged, the newest
+    first."""
     t = write_attempts
     query = (
-        select(t.c.handle, t.c.attempts, t.c.given_up_at)
-        .where(t.c.given_up_at >= since)
+        select(*_GIVEN_UP)
+        .where(t.c.given_up_at >= since, t.c.acknowledged_at.is_(None))
         .order_by(t.c.given_up_at.desc(), t.c.handle)
     )
     with engine.connect() as conn:
-        return [GivenUp(h, n, at) for h, n, at in conn.execute(query)]
+        return [GivenUp(*row) for row in conn.execute(query)]
+
+
+def given_up(engine: Engine) -> list[GivenUp]:
+    """Every given-up message still on record (for `KEEP`), acknowledged or not, the
+    newest first."""
+    t = write_attempts
+    query = (
+        select(*_GIVEN_UP)
+        .where(t.c.given_up_at.is_not(None))
+        .order_by(t.c.given_up_at.desc(), t.c.handle)
+    )
+    with engine.connect() as conn:
+        return [GivenUp(*row) for row in conn.execute(query)]
+
+
+@retrying()
+def acknowledge(engine: Engine, handles: Sequence[str] | None, by: str, now: datetime) -> list[str]:
+    """Mark given-up messages acknowledged by `by`: those of `handles`, or every one
+    not yet acknowledged (None). Returns the handles marked now; one acknowledged
+    before keeps who and when it first was."""
+    t = write_attempts
+    where = [t.c.given_up_at.is_not(None), t.c.acknowledged_at.is_(None)]
+    if handles is not None:
+        where.append(t.c.handle.in_(handles))
+    with engine.begin() as conn:
+        marked = conn.execute(
+            update(t)
+            .where(*where)
+            .values(acknowledged_at=now, acknowledged_by=by)
+            .returning(t.c.handle)
+        )
+        return sorted(marked.scalars())

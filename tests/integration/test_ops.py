@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -147,3 +148,49 @@ def test_a_given_up_write_makes_status_unhealthy_for_a_day_and_is_counted(rt: Ru
     registry.register(NightshiftCollector(rt, create_app(rt.settings), clock=lambda: now))
     assert "nightshift_writes_given_up 1.0" in generate_latest(registry).decode()
     assert health.given_up_writes(rt, now + timedelta(hours=25)).ok
+
+
+def test_an_acknowledged_given_up_write_leaves_status_healthy(rt: Runtime) -> None:
+    """The operator lists the given-up writes, acknowledges one, then the rest: each
+    acknowledged one stops counting in status and the metric, and stays listed with
+    who acknowledged it. A wrong handle acknowledges nothing."""
+    from click.testing import CliRunner
+
+    from workers import write_attempts
+    from workers.cli import main_group
+
+    now = datetime.now(UTC)
+    for handle in ("write:a@1", "write:b@1"):
+        write_attempts.came_back(rt.engine, handle, now)
+        write_attempts.gave_up(rt.engine, handle, now)
+
+    def given_up(*args: str) -> tuple[int, str]:
+        base = ["--data-dir", str(rt.settings.data_dir), "--database-url", rt.settings.database_url]
+        result = CliRunner().invoke(main_group, [*base, "memory", "given-up", *args])
+        return result.exit_code, result.output
+
+    code, out = given_up("--json")
+    assert code == 0
+    assert [(g["handle"], g["acknowledged_at"]) for g in json.loads(out)] == [
+        ("write:a@1", None),
+        ("write:b@1", None),
+    ]
+    code, out = given_up("--ack", "write:a@1", "--ack", "write:nope@1")
+    assert code == 3 and "no given-up write 'write:nope@1' on record" in out
+    assert health.given_up_writes(rt, now).value == ["write:a@1", "write:b@1"]
+
+    code, out = given_up("--ack", "write:a@1", "--actor", "ops-ana")
+    assert (code, out) == (0, "acknowledged 1 given-up write\n")
+    assert health.given_up_writes(rt, now).value == ["write:b@1"]
+    code, out = given_up("--ack", "write:a@1", "--actor", "ops-bo")
+    assert out == "write:a@1 was acknowledged before, by ops-ana\nacknowledged 0 given-up writes\n"
+
+    code, out = given_up("--ack-all", "--actor", "ops-bo", "--json")
+    assert json.loads(out) == {"acknowledged": ["write:b@1"]}
+    check = health.given_up_writes(rt, now)
+    assert check.ok and check.detail == "none unacknowledged in the last 24 h"
+    registry = CollectorRegistry()
+    registry.register(NightshiftCollector(rt, create_app(rt.settings), clock=lambda: now))
+    assert "nightshift_writes_given_up 0.0" in generate_latest(registry).decode()
+    code, out = given_up()
+    assert "by ops-ana" in out and "by ops-bo" in out

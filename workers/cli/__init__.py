@@ -13,6 +13,7 @@ from memory.storable import unstorable
 
 # Importing a command module registers its commands on main_group.
 from workers.cli import (
+    given_up_cmds,  # noqa: F401
     maintain_cmds,  # noqa: F401
     memory_cmds,  # noqa: F401
     memory_edit_cmds,  # noqa: F401
