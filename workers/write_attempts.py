@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Engine, delete, insert, select, update
+from sqlalchemy import ColumnElement, Engine, delete, insert, select, update
 
 from memory.engine import retrying
 from workers.tables import write_attempts
@@ -85,35 +85,24 @@ def gave_up(engine: Engine, handle: str, now: datetime) -> None:
         )
 
 
-_GIVEN_UP = (
-    write_attempts.c.handle,
-    write_attempts.c.attempts,
-    write_attempts.c.given_up_at,
-    write_attempts.c.acknowledged_at,
-    write_attempts.c.acknowledged_by,
-)
-
-
 def given_up_since(engine: Engine, since: datetime) -> list[GivenUp]:
     """The messages given up at or after `since` that nobody acknowledged, the newest
     first."""
     t = write_attempts
-    query = (
-        select(*_GIVEN_UP)
-        .where(t.c.given_up_at >= since, t.c.acknowledged_at.is_(None))
-        .order_by(t.c.given_up_at.desc(), t.c.handle)
-    )
-    with engine.connect() as conn:
-        return [GivenUp(*row) for row in conn.execute(query)]
+    return _given_up(engine, t.c.given_up_at >= since, t.c.acknowledged_at.is_(None))
 
 
 def given_up(engine: Engine) -> list[GivenUp]:
     """Every given-up message still on record (for `KEEP`), acknowledged or not, the
     newest first."""
+    return _given_up(engine, write_attempts.c.given_up_at.is_not(None))
+
+
+def _given_up(engine: Engine, *where: ColumnElement[bool]) -> list[GivenUp]:
     t = write_attempts
     query = (
-        select(*_GIVEN_UP)
-        .where(t.c.given_up_at.is_not(None))
+        select(t.c.handle, t.c.attempts, t.c.given_up_at, t.c.acknowledged_at, t.c.acknowledged_by)
+        .where(*where)
         .order_by(t.c.given_up_at.desc(), t.c.handle)
     )
     with engine.connect() as conn:
