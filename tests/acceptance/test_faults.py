@@ -86,7 +86,15 @@ def settled(system: System, keys: Sequence[str], rows_per_run: int, timeout: flo
         finished = {r.key for r in system.runs() if r.status is RunStatus.SUCCEEDED}
         return wanted <= finished
 
-    system.wait_for(f"{len(keys)} runs to succeed", done, timeout=timeout)
+    try:
+        system.wait_for(f"{len(keys)} runs to succeed", done, timeout=timeout)
+    except AssertionError as timed_out:
+        unfinished = [
+            f"{r.key}: {r.status.value}, {r.attempts} attempts, started {r.started_at} {r.error}"
+            for r in system.runs()
+            if r.key in wanted and r.status is not RunStatus.SUCCEEDED
+        ]
+        raise AssertionError(f"unfinished runs: {unfinished}") from timed_out
 
     def rows() -> dict[str, int]:
         query = (
@@ -112,6 +120,7 @@ def settled(system: System, keys: Sequence[str], rows_per_run: int, timeout: flo
         "duplicated_memory": sum(max(counts.get(k, 0) - rows_per_run, 0) for k in keys),
         "sandboxes_left": len(leftovers(root)),
         "attempts": sum(r.attempts for r in runs.values()),
+        "most_attempts": max(r.attempts for r in runs.values()),
     }
 
 
@@ -133,6 +142,10 @@ def test_sigkill_of_a_run_worker_mid_run(
     starts a replacement while the other worker carries on. The lease lapses and the
     reaper re-sends the run (Redis would only redeliver after its visibility timeout)."""
     with fault_system(tmp_path) as system:
+        # A worker runs two runs at once, so a kill can also take down an earlier run's
+        # retry: over the loops a run may lose its worker up to LOOPS times, and the
+        # default cap (5) would rightly give it up. The cap has its own test.
+        system.env["NIGHTSHIFT_RUN_MAX_ATTEMPTS"] = str(LOOPS + 1)
         system.start("beat")  # drives the reaper
         system.start("writer")
         system.start("worker", "worker-a")
