@@ -254,6 +254,8 @@ def _seconds(value: timedelta) -> int | float:
 def _normalised_payload(payload: Any) -> dict[str, Any]:
     if not isinstance(payload, Mapping):
         raise DefinitionError("payload", f"payload must be a mapping, got {type(payload).__name__}")
+    if not payload:
+        return {}  # most schedules have none: nothing to check or copy
     if not all(isinstance(key, str) for key in payload):
         raise DefinitionError("payload", "payload keys must be strings")
     if nesting_depth(payload, MAX_PAYLOAD_DEPTH) > MAX_PAYLOAD_DEPTH:

@@ -88,16 +88,18 @@ def apply_path(
     _warn_skipped(result.skipped)
     prune = prune and not result.errors
     with rt.engine.begin() as conn:
-        changes = catalog.plan(conn, result.schedules, prune=prune)
-        if not result.schedules and changes and not allow_empty:
+        emptied = [] if result.schedules or allow_empty else catalog.plan(conn, [], prune=prune)
+        if emptied:
             echo(
                 f"error: no schedules found in {path}; applying it would delete all "
-                f"{len(changes)} applied schedules, so nothing was changed. Check the path, "
+                f"{len(emptied)} applied schedules, so nothing was changed. Check the path, "
                 "or pass --allow-empty to delete them all.",
                 err=True,
             )
             return EXIT_INVALID_INPUT
-        if not dry_run:
+        if dry_run:
+            changes = catalog.plan(conn, result.schedules, prune=prune)
+        else:  # apply plans too: planning first as well read and compared everything twice
             changes = catalog.apply(conn, result.schedules, datetime.now(UTC), prune=prune)
     if as_json:
         emit_json(

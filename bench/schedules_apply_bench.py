@@ -1,0 +1,211 @@
+"""`nightshift schedules apply` of a 50,000-schedule file, against RedBeat.
+
+    .venv/bin/python -m bench.schedules_apply_bench             # 50,000, 3 rounds
+    .venv/bin/python -m bench.schedules_apply_bench --size 5000 --rounds 1
+
+Each round, on SQLite and on PostgreSQL (a database of its own, `--postgres-url`,
+dropped afterwards), with an empty schedules table:
+- `create`: `schedules apply FILE` (the command, in-process through click's
+  CliRunner) creates every schedule;
+- `unchanged`: the same command again: it reads every applied schedule, finds no
+  difference and writes nothing;
+- `one edited`: the file with one schedule's cron changed: one update.
+
+The peer is RedBeat (`pip install -e '.[bench]'`, `--redis-url`, keys under a unique
+prefix, deleted afterwards), where schedules are added at run time by saving a
+`RedBeatSchedulerEntry` each: `create` saves every entry; RedBeat keeps no record of
+which file an entry came from, so putting a file in place again means saving every
+entry again (`unchanged`, `one edited`). Both sides get the same crons (`M H * * *`)
+and heartbeats (every 5 to 11 minutes); ours also parse and check a TOML file, name
+a time zone per schedule, and print their diff.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+from sqlalchemy import delete
+
+from bench.runs_bench import postgres
+from memory.engine import open_engine
+from schedules.tables import schedules as schedules_table
+from workers import schema
+from workers.cli import main_group
+
+ZONES = ("UTC", "Europe/Berlin", "America/New_York", "Asia/Tokyo")
+PHASES = ("create", "unchanged", "one edited")
+
+
+def cron_of(i: int) -> str:
+    return f"{i % 60} {i % 24} * * *"
+
+
+def heartbeat_minutes(i: int) -> int | None:
+    return 5 + i % 7 if i % 10 >= 7 else None
+
+
+def schedule_file(path: Path, size: int, edited: int | None = None) -> Path:
+    """`size` schedules: 70% crons in four zones, 30% heartbeats; `edited` gets
+    another minute."""
+    parts = []
+    for i in range(size):
+        every = heartbeat_minutes(i)
+        when = f'heartbeat = "{every}m"' if every else f'cron = "{cron_of(i)}"'
+        if i == edited:
+            when = f'cron = "{(i + 1) % 60} {i % 24} * * *"'
+        parts.append(
+            f'[[schedule]]\nname = "s{i:06d}"\nagent = "feed-watcher"\ntenant = "acme"\n'
+            f'{when}\ntimezone = "{ZONES[i % 4]}"\n\n'
+        )
+    path.write_text("".join(parts))
+    return path
+
+
+def nightshift_phases(url: str, files: dict[str, Path]) -> dict[str, float]:
+    size = sum(1 for _ in files["create"].open() if _.startswith("[[schedule]]"))
+
+    def apply(path: Path, changed: int) -> float:
+        started = time.perf_counter()
+        result = CliRunner().invoke(
+            main_group, ["--database-url", url, "schedules", "apply", str(path)]
+        )
+        took = time.perf_counter() - started
+        assert result.exit_code == 0, result.output[-2000:]
+        summary = f"{changed} changed, {size - changed} unchanged"
+        assert result.output.rstrip().endswith(summary), result.output[-2000:]
+        return took
+
+    engine = open_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(delete(schedules_table))
+    finally:
+        engine.dispose()
+    return {
+        "create": apply(files["create"], size),
+        "unchanged": apply(files["create"], 0),
+        "one edited": apply(files["one edited"], 1),
+    }
+
+
+@contextmanager
+def redbeat_app(redis_url: str) -> Iterator[Any]:
+    from celery import Celery
+    from redbeat.schedulers import get_redis
+
+    app = Celery("bench", broker="memory://", set_as_current=False)
+    prefix = f"nightshift-bench-{uuid.uuid4().hex[:8]}:"
+    app.conf.update(redbeat_redis_url=redis_url, redbeat_key_prefix=prefix, redbeat_lock_key=None)
+    try:
+        yield app
+    finally:
+        client = get_redis(app)
+        keys = list(client.scan_iter(match=f"{prefix}*", count=5_000))
+        for start in range(0, len(keys), 5_000):
+            client.delete(*keys[start : start + 5_000])
+
+
+def redbeat_phases(redis_url: str, size: int) -> dict[str, float]:
+    from celery.schedules import crontab, schedule
+    from redbeat import RedBeatSchedulerEntry
+
+    def entries(app: Any, edited: int | None) -> list[Any]:
+        made = []
+        for i in range(size):
+            every = heartbeat_minutes(i)
+            minute = (i + 1) % 60 if i == edited else i % 60
+            when = (
+                schedule(timedelta(minutes=every), app=app)
+                if every
+                else crontab(minute=minute, hour=i % 24, app=app)
+            )
+            made.append(RedBeatSchedulerEntry(f"s{i:06d}", "run", when, app=app))
+        return made
+
+    def save(app: Any, edited: int | None = None) -> float:
+        started = time.perf_counter()
+        for entry in entries(app, edited):
+            entry.save()
+        return time.perf_counter() - started
+
+    with redbeat_app(redis_url) as app:
+        return {"create": save(app), "unchanged": save(app), "one edited": save(app, size // 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=50_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get(
+            "NIGHTSHIFT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+        ),
+    )
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/13")
+    parser.add_argument("--no-redbeat", action="store_true")
+    args = parser.parse_args()
+    try:
+        import redbeat  # noqa: F401
+    except ImportError:
+        args.no_redbeat = True
+        print("RedBeat: not measured (pip install -e '.[bench]' to include it)")
+    with tempfile.TemporaryDirectory() as tmp, postgres(args.postgres_url) as pg_url:
+        files = {
+            "create": schedule_file(Path(tmp) / "all.toml", args.size),
+            "one edited": schedule_file(Path(tmp) / "edited.toml", args.size, args.size // 2),
+        }
+        sides: dict[str, Callable[[], dict[str, float]]] = {}
+        for dialect, url in (
+            ("nightshift sqlite", f"sqlite:///{Path(tmp) / 'apply.db'}"),
+            ("nightshift postgresql", pg_url),
+        ):
+            engine = open_engine(url)
+            schema.upgrade(engine)
+            engine.dispose()
+            sides[dialect] = lambda url=url: nightshift_phases(url, files)  # type: ignore[misc]
+        if not args.no_redbeat:
+            sides["redbeat"] = lambda: redbeat_phases(args.redis_url, args.size)
+        samples: dict[str, dict[str, list[float]]] = {
+            side: {phase: [] for phase in PHASES} for side in sides
+        }
+        for _ in range(args.rounds):  # by turns, so the machine's load falls on every side
+            for side, measure in sides.items():
+                for phase, took in measure().items():
+                    samples[side][phase].append(took)
+    report(samples, args.size, args.rounds)
+
+
+def report(samples: dict[str, dict[str, list[float]]], size: int, rounds: int) -> None:
+    median = {
+        side: {phase: statistics.median(ts) for phase, ts in phases.items()}
+        for side, phases in samples.items()
+    }
+    print(f"{size:,} schedules, seconds, median of {rounds} (the rounds in brackets):")
+    print(f"{'':>24}" + "".join(f"{phase:>24}" for phase in PHASES))
+    for side, phases in samples.items():
+        cells = "".join(
+            f"{median[side][p]:>8.2f} {str([round(t, 2) for t in phases[p]]):>15}" for p in PHASES
+        )
+        print(f"{side:>24}{cells}")
+    if "redbeat" in median:
+        for side in (s for s in median if s != "redbeat"):
+            ratios = "   ".join(
+                f"{p} {median['redbeat'][p] / median[side][p]:.1f}x" for p in PHASES
+            )
+            print(f"RedBeat time / {side} time: {ratios}")
+
+
+if __name__ == "__main__":
+    main()
