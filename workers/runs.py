@@ -18,7 +18,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Text, and_, bindparam, delete, func, or_, select, update
+from sqlalchemy import (
+    Connection,
+    Text,
+    and_,
+    bindparam,
+    case,
+    delete,
+    func,
+    or_,
+    select,
+    update,
+)
 
 from memory.dialect import insert_ignoring_conflicts
 from memory.secrets import redact, redact_json
@@ -172,6 +183,7 @@ class Run:
     cancel_requested: bool = False
     tried: str = ""  # the goal attempt: what the run tried, and its evidence
     evidence: str = ""
+    lost: int = 0  # attempts that ended with the worker gone (its lease lapsed)
 
     @classmethod
     def from_row(cls, row: Any) -> Run:
@@ -203,6 +215,7 @@ class Run:
             cancel_requested=bool(row["cancel_requested"]),
             tried=row["tried"],
             evidence=row["evidence"],
+            lost=row["lost"],
         )
 
     @property
@@ -225,6 +238,10 @@ def create(conn: Connection, requests: Sequence[RunRequest], now: datetime) -> l
     return insert_ignoring_conflicts(conn, runs, [r.row(now) for r in requests], returning="key")
 
 
+# 1 for a run taken over from a worker whose lease lapsed (it stopped without an
+# outcome), 0 for a queued one: the `lost` count that the attempt cap reads.
+_LAPSED = case((runs.c.status == RunStatus.RUNNING.value, 1), else_=0)
+
 # The statements every run executes, built once (building them per call costs more
 # than executing them); each takes its values as bind parameters.
 _CLAIM = (
@@ -244,6 +261,7 @@ _CLAIM = (
         lease_owner=bindparam("owner"),
         lease_expires_at=bindparam("expires"),
         attempts=runs.c.attempts + 1,
+        lost=runs.c.lost + _LAPSED,
         started_at=bindparam("now"),
         sandbox=bindparam("box"),
     )
@@ -442,6 +460,7 @@ def requeue(
                 lease_owner="",
                 lease_expires_at=None,
                 enqueued_at=now,
+                lost=runs.c.lost + _LAPSED,
             )
         )
         if result.rowcount == 1:
@@ -450,28 +469,32 @@ def requeue(
 
 
 def give_up(conn: Connection, now: datetime, max_attempts: int) -> list[str]:
-    """Fail the runs whose lease lapsed on their `max_attempts`-th attempt; return their keys.
+    """Fail the runs whose worker stopped for the `max_attempts`-th time (the lease of
+    the attempt lapsed, and so had that many before); return their keys.
 
     A lapsed lease means the worker stopped without recording anything: it was
     killed, ran out of memory, or the agent crashed the process (`os._exit`, a
     fault in native code). A run that does that every time would otherwise be
     re-sent by the reaper forever, taking a worker down each time. Its record
-    says why it stopped, and the scope's next run sees the failed attempt.
+    says why it stopped, and the scope's next run sees the failed attempt. Attempts
+    that ended otherwise (a transient failure gave the run back to the queue) do not
+    count towards the cap.
     """
     error = (
-        f"given up after {max_attempts} attempts: each time, the worker running it stopped"
-        " without recording an outcome (killed, out of memory, or the agent ended the"
-        " process); trigger it again to retry (NIGHTSHIFT_RUN_MAX_ATTEMPTS)"
+        f"given up after its worker stopped {max_attempts} times without recording an"
+        " outcome (killed, out of memory, or the agent ended the process); trigger it"
+        " again to retry (NIGHTSHIFT_RUN_MAX_ATTEMPTS)"
     )
     result = conn.execute(
         update(runs)
         .where(
             runs.c.status == RunStatus.RUNNING.value,
             runs.c.lease_expires_at < now,
-            runs.c.attempts >= max_attempts,
+            runs.c.lost + 1 >= max_attempts,
         )
         .values(
             status=RunStatus.FAILED.value,
+            lost=runs.c.lost + 1,
             finished_at=now,
             lease_expires_at=None,
             error=error,

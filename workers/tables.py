@@ -43,6 +43,9 @@ runs = Table(
     # its row, so a run that writes no memory sends the writer nothing.
     Column("tried", Text, nullable=False, server_default=""),
     Column("evidence", Text, nullable=False, server_default=""),
+    # 0017_runs_lost: how many of its attempts ended with the worker gone (the lease
+    # lapsed); the attempt cap counts these, not transient retries.
+    Column("lost", Integer, nullable=False, server_default="0"),
 )
 Index("ix_ns_runs_status_lease", runs.c.status, runs.c.lease_expires_at)
 Index("ix_ns_runs_schedule", runs.c.schedule, runs.c.enqueued_at)

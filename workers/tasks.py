@@ -175,7 +175,7 @@ def reap(self: Task) -> dict[str, int]:
     now = utcnow()
     for key in _give_up(rt, now):  # before the re-send: these are not sent again
         log.error(
-            "run %s failed: its worker stopped on each of %d attempts; not re-sent",
+            "run %s failed: its worker stopped %d times without an outcome; not re-sent",
             key,
             rt.settings.run_max_attempts,
             extra={"action": "run.given_up", "run_key": key},

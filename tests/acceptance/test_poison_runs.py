@@ -37,7 +37,8 @@ def test_a_run_that_kills_its_worker_is_failed_after_its_attempts(tmp_path: Path
         # Before: each lapsed lease re-sent the run, and it took a worker process down
         # again, every lease period, for ever.
         gone = system.wait_for("the crashing run to be given up", partial(failed, system, "poison"))
-        assert gone.attempts == 2 and gone.error.startswith("given up after 2 attempts")
+        assert gone.attempts == gone.lost == 2
+        assert gone.error.startswith("given up after its worker stopped 2 times")
         assert "trigger it again" in gone.error
         # The queue is not poisoned: the same worker runs the next run, and the given-up
         # run stays failed (no stray delivery takes it up again).

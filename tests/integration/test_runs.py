@@ -114,10 +114,41 @@ def test_a_run_whose_worker_keeps_dying_is_failed_instead_of_resent_forever(rt: 
             at += LEASE + timedelta(seconds=1)
             assert runs.give_up(conn, at, max_attempts=3) == (["poison"] if attempt == 3 else [])
         gone = runs.get(conn, "poison")
-        assert gone is not None and gone.status is RunStatus.FAILED and gone.attempts == 3
-        assert gone.error.startswith("given up after 3 attempts") and gone.finished_at == at
+        assert gone is not None and gone.status is RunStatus.FAILED
+        assert gone.attempts == gone.lost == 3 and gone.finished_at == at
+        assert gone.error.startswith("given up after its worker stopped 3 times")
         assert runs.needing_delivery(conn, at, timedelta(minutes=5)) == ["unlucky"]
         assert runs.claim(conn, "poison", "w", at + timedelta(hours=1), LEASE) is None
+
+
+def test_only_attempts_whose_worker_stopped_count_towards_giving_up(rt: Runtime) -> None:
+    """Three transient failures give the run back (`release`); then its worker dies
+    twice, once taken over by a redelivery (`claim`), once re-sent by the reaper
+    (`requeue`): with a cap of 3 it is not given up until a third death."""
+    enqueue(rt, "blip")
+    at = T0
+    with rt.engine.begin() as conn:
+        for _ in range(3):
+            assert runs.claim(conn, "blip", "w", at, LEASE) is not None
+            assert runs.release(conn, "blip", "w", at)
+        assert runs.claim(conn, "blip", "dies-1", at, LEASE) is not None
+        at += LEASE + timedelta(seconds=1)
+        assert runs.give_up(conn, at, max_attempts=3) == []
+        taken = runs.claim(conn, "blip", "dies-2", at, LEASE)  # a redelivered copy
+        assert taken is not None and (taken.attempts, taken.lost) == (5, 1)
+        at += LEASE + timedelta(seconds=1)
+        assert runs.give_up(conn, at, max_attempts=3) == []
+        assert runs.requeue(conn, ["blip"], at, timedelta(minutes=5)) == ["blip"]
+        assert runs.get(conn, "blip").lost == 2  # type: ignore[union-attr]
+        assert runs.claim(conn, "blip", "dies-3", at, LEASE) is not None
+        at += LEASE + timedelta(seconds=1)
+        assert runs.give_up(conn, at, max_attempts=3) == ["blip"]
+        gone = runs.get(conn, "blip")
+        assert gone is not None and (gone.status, gone.attempts, gone.lost) == (
+            RunStatus.FAILED,
+            6,
+            3,
+        )
 
 
 def test_prune_deletes_old_finished_runs_a_batch_at_a_time_and_keeps_the_rest(
