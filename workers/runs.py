@@ -469,8 +469,9 @@ def requeue(
 
 
 def give_up(conn: Connection, now: datetime, max_attempts: int) -> list[str]:
-    """Fail the runs whose worker stopped for the `max_attempts`-th time (the lease of
-    the attempt lapsed, and so had that many before); return their keys.
+    """Fail the runs whose worker has now stopped `max_attempts` times without an
+    outcome (this attempt's lease lapsed; `lost` counts the earlier ones); return
+    their keys.
 
     A lapsed lease means the worker stopped without recording anything: it was
     killed, ran out of memory, or the agent crashed the process (`os._exit`, a
