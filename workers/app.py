@@ -78,6 +78,13 @@ def create_app(settings: Settings) -> Celery:
         },
         task_acks_late=True,
         task_reject_on_worker_lost=True,
+        # On the folder broker (Redis and RabbitMQ notice at once), billiard waits this
+        # long for a result a dead pool process may have sent before it fails the task
+        # with WorkerLostError and the message is requeued: a writer's crash held the
+        # queue behind it for the default 10 s. The main process reads results as they
+        # come; one later than this only brings a finished task's message back, which
+        # its receipt (a write) or the run's claim turns away.
+        worker_lost_wait=2.0,
         worker_prefetch_multiplier=1,
         # No STARTED state in the result backend: the run row says whether a run started
         # (and Flower has task-started events); it cost a read and a write per run.

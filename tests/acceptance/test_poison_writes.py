@@ -30,7 +30,7 @@ def write(system: System, content: str) -> str:
 
 
 ATTEMPTS = 2
-"""Below the default 3: each crash costs Celery's `worker_lost_wait` (10 s) on the
+"""Below the default 3: each crash costs Celery's `worker_lost_wait` (2 s) on the
 embedded broker before the batch comes back."""
 
 
