@@ -33,7 +33,8 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ from celery.beat import PersistentScheduler
 from celery.schedules import crontab
 from sqlalchemy import Engine, insert
 
-from bench.runs_bench import postgres
+from bench.runs_bench import POSTGRES_URL, postgres
 from schedules.definition import Cron, Overlap, Schedule
 from schedules.tables import schedules as schedules_table
 from workers import schema
@@ -259,15 +260,12 @@ def bench_redbeat(
 ) -> dict[str, Any] | None:
     try:
         from redbeat import RedBeatScheduler, RedBeatSchedulerEntry
-        from redbeat.schedulers import get_redis
     except ImportError:
         return None
     app = celery_app(n, due)
-    prefix = f"nightshift-bench-{uuid.uuid4().hex[:8]}:"
-    app.conf.update(redbeat_redis_url=redis_url, redbeat_key_prefix=prefix, redbeat_lock_key=None)
     recorder = Recorder()
     app.send_task = recorder  # type: ignore[method-assign]
-    try:
+    with redbeat_keys(app, redis_url) as prefix:
         started = time.perf_counter()
         beat = RedBeatScheduler(app=app)
         beat.tick()
@@ -281,6 +279,18 @@ def bench_redbeat(
             result["burst"] = burst(beat, recorder, due, burst_cap)
         beat.close()
         return result
+
+
+@contextmanager
+def redbeat_keys(app: Celery, redis_url: str) -> Iterator[str]:
+    """Point RedBeat on `app` at `redis_url`, its keys under a prefix of their own
+    (yielded), and delete them all afterwards."""
+    from redbeat.schedulers import get_redis
+
+    prefix = f"nightshift-bench-{uuid.uuid4().hex[:8]}:"
+    app.conf.update(redbeat_redis_url=redis_url, redbeat_key_prefix=prefix, redbeat_lock_key=None)
+    try:
+        yield prefix
     finally:
         client = get_redis(app)
         keys = list(client.scan_iter(match=f"{prefix}*", count=5_000))
@@ -325,9 +335,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--postgres-url",
-        default=os.environ.get(
-            "NIGHTSHIFT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-        ),
+        default=POSTGRES_URL,
         help="for our start-up on PostgreSQL (a database of its own, dropped afterwards)  "
         "[env NIGHTSHIFT_TEST_POSTGRES_URL]",
     )

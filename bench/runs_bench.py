@@ -100,6 +100,12 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
+POSTGRES_URL = os.environ.get(
+    "NIGHTSHIFT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+"""Where the benches make their databases (`postgres`): `--postgres-url`'s default."""
+
+
 @contextmanager
 def postgres(url: str) -> Iterator[str]:
     name = f"ns_bench_{uuid.uuid4().hex[:10]}"
@@ -333,9 +339,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument(
         "--postgres-url",
-        default=os.environ.get(
-            "NIGHTSHIFT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-        ),
+        default=POSTGRES_URL,
     )
     args = parser.parse_args(argv)
     redis.Redis.from_url(args.redis_url).flushdb()

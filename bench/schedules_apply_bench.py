@@ -23,21 +23,20 @@ a time zone per schedule, and print their diff.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from celery import Celery
 from click.testing import CliRunner
 from sqlalchemy import delete
 
-from bench.runs_bench import postgres
+from bench.beat_bench import redbeat_keys
+from bench.runs_bench import POSTGRES_URL, postgres
 from memory.engine import open_engine
 from schedules.tables import schedules as schedules_table
 from workers import schema
@@ -99,23 +98,6 @@ def nightshift_phases(url: str, files: dict[str, Path]) -> dict[str, float]:
     }
 
 
-@contextmanager
-def redbeat_app(redis_url: str) -> Iterator[Any]:
-    from celery import Celery
-    from redbeat.schedulers import get_redis
-
-    app = Celery("bench", broker="memory://", set_as_current=False)
-    prefix = f"nightshift-bench-{uuid.uuid4().hex[:8]}:"
-    app.conf.update(redbeat_redis_url=redis_url, redbeat_key_prefix=prefix, redbeat_lock_key=None)
-    try:
-        yield app
-    finally:
-        client = get_redis(app)
-        keys = list(client.scan_iter(match=f"{prefix}*", count=5_000))
-        for start in range(0, len(keys), 5_000):
-            client.delete(*keys[start : start + 5_000])
-
-
 def redbeat_phases(redis_url: str, size: int) -> dict[str, float]:
     from celery.schedules import crontab, schedule
     from redbeat import RedBeatSchedulerEntry
@@ -139,7 +121,8 @@ def redbeat_phases(redis_url: str, size: int) -> dict[str, float]:
             entry.save()
         return time.perf_counter() - started
 
-    with redbeat_app(redis_url) as app:
+    app = Celery("bench", broker="memory://", set_as_current=False)
+    with redbeat_keys(app, redis_url):
         return {"create": save(app), "unchanged": save(app), "one edited": save(app, size // 2)}
 
 
@@ -149,9 +132,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--postgres-url",
-        default=os.environ.get(
-            "NIGHTSHIFT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-        ),
+        default=POSTGRES_URL,
     )
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/13")
     parser.add_argument("--no-redbeat", action="store_true")

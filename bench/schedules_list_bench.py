@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import tempfile
 import time
@@ -29,7 +28,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from bench.beat_bench import insert_rows, stored_row
-from bench.runs_bench import postgres
+from bench.runs_bench import POSTGRES_URL, postgres
 from memory.engine import open_engine
 from schedules.api import Schedules
 from schedules.definition import Cron, Event, Heartbeat, Schedule, Trigger
@@ -107,9 +106,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--postgres-url",
-        default=os.environ.get(
-            "NIGHTSHIFT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-        ),
+        default=POSTGRES_URL,
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, postgres(args.postgres_url) as pg_url:
