@@ -337,10 +337,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--redis-url",
         default=os.environ.get("NIGHTSHIFT_TEST_REDIS_URL", "redis://127.0.0.1:6379/13"),
     )
-    parser.add_argument(
-        "--postgres-url",
-        default=POSTGRES_URL,
-    )
+    parser.add_argument("--postgres-url", default=POSTGRES_URL)
     args = parser.parse_args(argv)
     redis.Redis.from_url(args.redis_url).flushdb()
     with tempfile.TemporaryDirectory() as tmp, postgres(args.postgres_url) as db_url:

@@ -46,23 +46,28 @@ ZONES = ("UTC", "Europe/Berlin", "America/New_York", "Asia/Tokyo")
 PHASES = ("create", "unchanged", "one edited")
 
 
-def cron_of(i: int) -> str:
-    return f"{i % 60} {i % 24} * * *"
-
-
 def heartbeat_minutes(i: int) -> int | None:
+    """Schedule `i`'s heartbeat period, if it is one of the 30% heartbeats."""
     return 5 + i % 7 if i % 10 >= 7 else None
 
 
+def cron_fields(i: int, edited: int | None = None) -> tuple[int, int]:
+    """Schedule `i`'s cron (`minute hour * * *`); the edited one a minute later."""
+    return (i + 1) % 60 if i == edited else i % 60, i % 24
+
+
+def edited_of(size: int) -> int:
+    """The schedule the `one edited` phase changes: a cron, in the middle."""
+    return size // 2 - size // 2 % 10
+
+
 def schedule_file(path: Path, size: int, edited: int | None = None) -> Path:
-    """`size` schedules: 70% crons in four zones, 30% heartbeats; `edited` gets
-    another minute."""
+    """`size` schedules: 70% crons in four zones, 30% heartbeats."""
     parts = []
     for i in range(size):
         every = heartbeat_minutes(i)
-        when = f'heartbeat = "{every}m"' if every else f'cron = "{cron_of(i)}"'
-        if i == edited:
-            when = f'cron = "{(i + 1) % 60} {i % 24} * * *"'
+        minute, hour = cron_fields(i, edited)
+        when = f'heartbeat = "{every}m"' if every else f'cron = "{minute} {hour} * * *"'
         parts.append(
             f'[[schedule]]\nname = "s{i:06d}"\nagent = "feed-watcher"\ntenant = "acme"\n'
             f'{when}\ntimezone = "{ZONES[i % 4]}"\n\n'
@@ -71,9 +76,7 @@ def schedule_file(path: Path, size: int, edited: int | None = None) -> Path:
     return path
 
 
-def nightshift_phases(url: str, files: dict[str, Path]) -> dict[str, float]:
-    size = sum(1 for _ in files["create"].open() if _.startswith("[[schedule]]"))
-
+def nightshift_phases(url: str, files: dict[str, Path], size: int) -> dict[str, float]:
     def apply(path: Path, changed: int) -> float:
         started = time.perf_counter()
         result = CliRunner().invoke(
@@ -106,11 +109,11 @@ def redbeat_phases(redis_url: str, size: int) -> dict[str, float]:
         made = []
         for i in range(size):
             every = heartbeat_minutes(i)
-            minute = (i + 1) % 60 if i == edited else i % 60
+            minute, hour = cron_fields(i, edited)
             when = (
                 schedule(timedelta(minutes=every), app=app)
                 if every
-                else crontab(minute=minute, hour=i % 24, app=app)
+                else crontab(minute=minute, hour=hour, app=app)
             )
             made.append(RedBeatSchedulerEntry(f"s{i:06d}", "run", when, app=app))
         return made
@@ -123,17 +126,18 @@ def redbeat_phases(redis_url: str, size: int) -> dict[str, float]:
 
     app = Celery("bench", broker="memory://", set_as_current=False)
     with redbeat_keys(app, redis_url):
-        return {"create": save(app), "unchanged": save(app), "one edited": save(app, size // 2)}
+        return {
+            "create": save(app),
+            "unchanged": save(app),
+            "one edited": save(app, edited_of(size)),
+        }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument(
-        "--postgres-url",
-        default=POSTGRES_URL,
-    )
+    parser.add_argument("--postgres-url", default=POSTGRES_URL)
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/13")
     parser.add_argument("--no-redbeat", action="store_true")
     args = parser.parse_args()
@@ -145,7 +149,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, postgres(args.postgres_url) as pg_url:
         files = {
             "create": schedule_file(Path(tmp) / "all.toml", args.size),
-            "one edited": schedule_file(Path(tmp) / "edited.toml", args.size, args.size // 2),
+            "one edited": schedule_file(Path(tmp) / "edited.toml", args.size, edited_of(args.size)),
         }
         sides: dict[str, Callable[[], dict[str, float]]] = {}
         for dialect, url in (
@@ -155,7 +159,7 @@ def main() -> None:
             engine = open_engine(url)
             schema.upgrade(engine)
             engine.dispose()
-            sides[dialect] = lambda url=url: nightshift_phases(url, files)  # type: ignore[misc]
+            sides[dialect] = lambda url=url: nightshift_phases(url, files, args.size)  # type: ignore[misc]
         if not args.no_redbeat:
             sides["redbeat"] = lambda: redbeat_phases(args.redis_url, args.size)
         samples: dict[str, dict[str, list[float]]] = {

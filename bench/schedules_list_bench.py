@@ -104,10 +104,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument(
-        "--postgres-url",
-        default=POSTGRES_URL,
-    )
+    parser.add_argument("--postgres-url", default=POSTGRES_URL)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, postgres(args.postgres_url) as pg_url:
         for dialect, url in (

@@ -99,7 +99,7 @@ def apply_path(
             return EXIT_INVALID_INPUT
         if dry_run:
             changes = catalog.plan(conn, result.schedules, prune=prune)
-        else:  # apply plans too: planning first as well read and compared everything twice
+        else:  # apply plans as it goes: planning here as well compared everything twice
             changes = catalog.apply(conn, result.schedules, datetime.now(UTC), prune=prune)
     if as_json:
         emit_json(
