@@ -14,11 +14,12 @@ from typing import Any
 from celery import Celery
 from kombu import Exchange, Queue
 
-from workers import embedded_broker
+from workers import embedded_broker, log_redaction
 from workers.settings import Settings
 from workers.sharding import write_queues
 
 embedded_broker.register()  # `filesystem://` with an atomic put, in every process
+log_redaction.connect()  # no secret in any Celery process's log
 
 RUNS_QUEUE = "runs"
 MAINTENANCE_QUEUE = "maintenance"

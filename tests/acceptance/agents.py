@@ -116,3 +116,12 @@ def crasher(ctx: RunContext) -> AgentResult:
 
     os.kill(os.getpid(), signal.SIGKILL)
     return AgentResult()
+
+
+LEAKED_TOKEN = "ghp_" + "abcdefghijklmnopqrstuvwxyz0123456789AB"
+
+
+def leaker(ctx: RunContext) -> AgentResult:
+    """Fails quoting its own credential (a payload's secrets are redacted before any
+    agent sees them; its configuration's are not), as a careless agent's error would."""
+    raise RuntimeError(f"login refused for token {LEAKED_TOKEN}")
