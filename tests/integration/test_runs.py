@@ -36,6 +36,14 @@ def boom(ctx: Any) -> None:
     raise RuntimeError("agent crashed; token sk-abcdefghijklmnopqrstuvwxyz0123456789")
 
 
+def returns_a_dict(ctx: Any) -> dict[str, str]:
+    return {"summary": "done"}
+
+
+def remembers_none(ctx: Any) -> None:
+    ctx.remember(None)
+
+
 @pytest.fixture
 def rt(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
     settings = Settings(
@@ -44,6 +52,8 @@ def rt(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
         agents={
             "boom": "tests.integration.test_runs:boom",
             "impostor": "tests.integration.test_runs:impostor",
+            "returns-a-dict": "tests.integration.test_runs:returns_a_dict",
+            "remembers-none": "tests.integration.test_runs:remembers_none",
         },
     )
     runtime = Runtime(settings)
@@ -268,6 +278,30 @@ def test_unknown_agent_fails_the_run_with_a_clear_error(rt: Runtime) -> None:
     enqueue(rt, "ghost@1", agent="ghost")
     outcome = execute(rt, "ghost@1", submit=lambda *a, **k: None, clock=lambda: datetime.now(UTC))
     assert outcome.status == "failed" and "unknown agent 'ghost'" in outcome.error
+
+
+@pytest.mark.parametrize(
+    ("agent", "says"),
+    [
+        ("returns-a-dict", "the agent returned a dict where an AgentResult (or None) was expected"),
+        ("remembers-none", "ctx.remember: content must be text (a str), not None"),
+    ],
+)
+def test_an_agent_breaking_its_interface_fails_at_once_with_a_clear_error(
+    rt: Runtime, agent: str, says: str
+) -> None:
+    """Not left `running` for the reaper to re-send until it gives up: a bug in the
+    agent fails its run on the first attempt, and the record says what was wrong."""
+    enqueue(rt, f"{agent}@1", agent=agent)
+    outcome = execute(
+        rt, f"{agent}@1", submit=lambda *a, **k: None, clock=lambda: datetime.now(UTC)
+    )
+    assert outcome.status == "failed" and says in outcome.error
+    with rt.engine.connect() as conn:
+        found = runs.get(conn, f"{agent}@1")
+    assert found is not None and (found.status, found.attempts) == (RunStatus.FAILED, 1)
+    assert says in found.error and found.finished_at is not None
+    assert leftovers(rt.settings.sandbox_root) == []
 
 
 def test_an_agent_cannot_speak_as_the_person_or_the_operator(rt: Runtime) -> None:
