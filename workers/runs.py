@@ -33,7 +33,7 @@ from sqlalchemy import (
 
 from memory.dialect import insert_ignoring_conflicts
 from memory.secrets import redact, redact_json
-from memory.storable import unstorable
+from memory.storable import made_storable, unstorable
 from schedules.definition import MAX_PAYLOAD_DEPTH, nesting_depth
 from workers.tables import runs
 
@@ -372,7 +372,11 @@ def finish(
     evidence: str = "",
 ) -> bool:
     """Record the outcome, the goal attempt (what was tried, the evidence) and what the
-    run was given, only if we still hold the run."""
+    run was given, only if we still hold the run.
+
+    The texts come from the agent; what no backend can keep in them (a NUL, a lone
+    surrogate) is written as its escape (`memory.storable.made_storable`): refused
+    by the database, they would fail this update and leave the run `running`."""
     result = conn.execute(
         _FINISH,
         {
@@ -382,10 +386,10 @@ def finish(
             "new_status": status.value,
             "n_candidates": candidates,
             "handle": write_handle,
-            "summary_text": summary[:2000],
-            "error_text": error[:4000],
-            "tried_text": tried[:2000],
-            "evidence_text": evidence[:2000],
+            "summary_text": made_storable(summary)[:2000],
+            "error_text": made_storable(error)[:4000],
+            "tried_text": made_storable(tried)[:2000],
+            "evidence_text": made_storable(evidence)[:2000],
             "loaded": None if loaded_ids is None else json.dumps(list(loaded_ids)),
         },
     )

@@ -164,6 +164,9 @@ def test_a_long_event_id_still_makes_one_run(tmp_path: Path) -> None:
         ("[" * 20_000 + "]" * 20_000, "nests deeper than 64 levels"),  # past the decoder's depth
         ('{"reading": NaN}', "holds NaN, which JSON has no form for"),
         ('{"to": "ana", "to": "root"}', "has the key 'to' twice in one object"),
+        ('{"a": 1e999}', "holds the number 1e999, past a float's range (Infinity)"),
+        ('{"a": ' + "9" * 5000 + "}", "holds an integer of 5000 digits, too long to read"),
+        ('{"a": "x\\u0000"}', "holds a NUL character in the value at a, which no store keeps"),
     ],
 )
 def test_bad_payloads_are_refused(tmp_path: Path, payload: str, message: str) -> None:
@@ -171,6 +174,7 @@ def test_bad_payloads_are_refused(tmp_path: Path, payload: str, message: str) ->
         tmp_path, "trigger", "feed-watcher", "--tenant", "acme", "--payload", "-", stdin=payload
     )
     assert result.returncode == 3 and message in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_bad_setting_names_the_variable(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from memory.records import Candidate
 from schedules import fires
 from workers import runs, schema
+from workers.agents import AgentResult
 from workers.cli import main_group
 from workers.lifecycle import execute
 from workers.runs import RunRequest, RunStatus
@@ -44,6 +45,13 @@ def remembers_none(ctx: Any) -> None:
     ctx.remember(None)
 
 
+def echoes_its_payload(ctx: Any) -> AgentResult:
+    text = ctx.trigger.payload["text"]
+    if ctx.trigger.payload.get("fail"):
+        raise RuntimeError(f"cannot handle {text}")
+    return AgentResult(summary=f"handled {text}", tried=text, evidence=text)
+
+
 @pytest.fixture
 def rt(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
     settings = Settings(
@@ -54,6 +62,7 @@ def rt(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
             "impostor": "tests.integration.test_runs:impostor",
             "returns-a-dict": "tests.integration.test_runs:returns_a_dict",
             "remembers-none": "tests.integration.test_runs:remembers_none",
+            "echo": "tests.integration.test_runs:echoes_its_payload",
         },
     )
     runtime = Runtime(settings)
@@ -62,7 +71,9 @@ def rt(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
     runtime.engine.dispose()
 
 
-def enqueue(rt: Runtime, key: str, agent: str = "feed-watcher") -> list[str]:
+def enqueue(
+    rt: Runtime, key: str, agent: str = "feed-watcher", payload: dict[str, Any] | None = None
+) -> list[str]:
     with rt.engine.begin() as conn:
         return runs.create(
             conn,
@@ -74,6 +85,7 @@ def enqueue(rt: Runtime, key: str, agent: str = "feed-watcher") -> list[str]:
                     user="oncall",
                     goal="triage incidents",
                     trigger_origin="private",  # what beat sets for a person's schedule
+                    payload=payload or {},
                 )
             ],
             T0,
@@ -302,6 +314,32 @@ def test_an_agent_breaking_its_interface_fails_at_once_with_a_clear_error(
     assert found is not None and (found.status, found.attempts) == (RunStatus.FAILED, 1)
     assert says in found.error and found.finished_at is not None
     assert leftovers(rt.settings.sandbox_root) == []
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_run_is_recorded_whatever_text_its_agent_hands_back(rt: Runtime, fail: bool) -> None:
+    """A NUL (which PostgreSQL's text refuses) or a lone surrogate (which no UTF-8
+    encoder takes) in a summary, an error or an attempt is kept as its escape: the
+    record is written, not left `running` for the reaper to re-send."""
+    enqueue(rt, "echo@1", agent="echo", payload={"text": "a\x00b\ud800c", "fail": fail})
+    outcome = execute(rt, "echo@1", submit=lambda *a, **k: None, clock=lambda: datetime.now(UTC))
+    with rt.engine.connect() as conn:
+        found = runs.get(conn, "echo@1")
+    assert found is not None and found.finished_at is not None
+    assert (
+        found.status
+        is (RunStatus.FAILED if fail else RunStatus.SUCCEEDED)
+        is RunStatus(outcome.status)
+    )
+    escaped = "a\\x00b\\ud800c"
+    if fail:
+        assert f"cannot handle {escaped}" in found.error and escaped in found.tried
+    else:
+        assert (found.summary, found.tried, found.evidence) == (
+            f"handled {escaped}",
+            escaped,
+            escaped,
+        )
 
 
 def test_an_agent_cannot_speak_as_the_person_or_the_operator(rt: Runtime) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import click
 
 from memory.records import Scope
 from memory.secrets import find_secrets_as_read
-from memory.storable import scope_problems
+from memory.storable import scope_problems, unstorable
 from memory.store import MAX_ROWS
 from schedules.definition import MAX_PAYLOAD_DEPTH, nesting_depth
 from workers import runs, subagents
@@ -37,7 +38,16 @@ from workers.cli.base import (
 )
 from workers.cli.watch import describe
 from workers.enqueue import enqueue
-from workers.runs import FINISHED, RUN_KEY_CHARS, Run, RunRequest, RunStatus, fit
+from workers.runs import (
+    FINISHED,
+    RUN_KEY_CHARS,
+    PayloadNotJSONError,
+    PayloadTooDeepError,
+    Run,
+    RunRequest,
+    RunStatus,
+    fit,
+)
 from workers.runtime import Runtime
 
 
@@ -99,24 +109,30 @@ def trigger(
                 " broker and the logs: name the event by an id, not a credential;"
                 " nothing was enqueued"
             )
+    for option, value in (("--event-id", event_id), ("--goal", goal)):
+        if what := unstorable(value):
+            raise InvalidInput(f"{option} holds {what}, which no store keeps; nothing was enqueued")
     payload = _read_payload(payload_file, settings.max_payload_bytes)
     rt = connect(obj, create=True)
     scope_key = f"{agent}/{tenant}/{user or '*'}"
     trigger = f"event:{event_id}" if event_id else f"manual:{uuid.uuid4()}"
     # A long event id is shortened with its hash: the same event still makes one run.
     key = fit("", f"{scope_key}@{trigger}", RUN_KEY_CHARS)
-    request = RunRequest(
-        key=key,
-        agent=agent,
-        tenant=tenant,
-        user=user,
-        goal=goal,
-        trigger_kind="event" if event_id else "manual",
-        trigger_origin=origin,
-        fire_time=datetime.now(UTC),
-        payload=payload,
-        time_limit=settings.run_time_limit,
-    )
+    try:
+        request = RunRequest(
+            key=key,
+            agent=agent,
+            tenant=tenant,
+            user=user,
+            goal=goal,
+            trigger_kind="event" if event_id else "manual",
+            trigger_origin=origin,
+            fire_time=datetime.now(UTC),
+            payload=payload,
+            time_limit=settings.run_time_limit,
+        )
+    except (PayloadTooDeepError, PayloadNotJSONError) as error:
+        raise InvalidInput(str(error)) from None
     created = enqueue(create_app(settings), [request], datetime.now(UTC))
     result: dict[str, Any] = {
         "run_key": key,
@@ -249,18 +265,47 @@ def _read_payload(path: Path | None, limit: int) -> dict[str, Any]:
         )
     too_deep = InvalidInput(f"payload {path} nests deeper than {MAX_PAYLOAD_DEPTH} levels")
     try:
-        payload = json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise InvalidInput(f"payload {path} is not valid JSON: {error}") from None
+        payload = json.loads(
+            raw,
+            object_pairs_hook=_unique_keys,
+            parse_constant=_no_constant,
+            parse_float=_finite_float,
+            parse_int=_int,
+        )
     except _AmbiguousJSON as error:
         raise InvalidInput(f"payload {path} {error}; nothing was enqueued") from None
+    except ValueError as error:  # not JSON, not UTF-8
+        raise InvalidInput(f"payload {path} is not valid JSON: {error}") from None
     except RecursionError:  # the decoder recurses: this is far deeper than the limit
         raise too_deep from None
     if nesting_depth(payload, MAX_PAYLOAD_DEPTH) > MAX_PAYLOAD_DEPTH:
         raise too_deep
     if not isinstance(payload, dict):
         raise InvalidInput(f"payload {path} must be a JSON object, not {type(payload).__name__}")
+    if found := _unstorable_in(payload, ""):
+        raise InvalidInput(
+            f"payload {path} holds {found}, which no store keeps; nothing was enqueued"
+        )
     return payload
+
+
+def _unstorable_in(value: Any, at: str) -> str:
+    """Where in the decoded JSON `value` (found at the path `at`) a key or a text holds
+    what no store keeps, a NUL or a lone surrogate (`memory.storable.unstorable`), and
+    which: "a NUL character in the value at a.b[2]"; "" when there is none. The run
+    would take it to the agent, and its summary or memories back to the store."""
+    if isinstance(value, str):
+        what = unstorable(value)
+        return f"{what} in the value at {at or 'the top'}" if what else ""
+    items: Iterable[tuple[str, Any]] = ()
+    if isinstance(value, dict):
+        for key in value:
+            if what := unstorable(key):
+                return f"{what} in a key of the object at {at or 'the top'}"
+        items = ((f"{at}.{key}" if at else key, item) for key, item in value.items())
+    elif isinstance(value, list):
+        items = ((f"{at}[{index}]", item) for index, item in enumerate(value))
+    return next((found for here, item in items if (found := _unstorable_in(item, here))), "")
 
 
 class _AmbiguousJSON(ValueError):
@@ -279,6 +324,23 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _no_constant(name: str) -> Any:
     raise _AmbiguousJSON(f"holds {name}, which JSON has no form for")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent as Python reads it; one past a float's
+    range (`1e999`), which Python reads as Infinity, is refused like `Infinity`."""
+    number = float(text)
+    if not math.isfinite(number):
+        raise _AmbiguousJSON(f"holds the number {text[:40]}, past a float's range (Infinity)")
+    return number
+
+
+def _int(text: str) -> int:
+    """A JSON integer; one of more digits than Python converts (4,300) is refused by name."""
+    try:
+        return int(text)
+    except ValueError:
+        raise _AmbiguousJSON(f"holds an integer of {len(text)} digits, too long to read") from None
 
 
 def _wait_for(rt: Runtime, key: str, timeout: float = 600.0) -> Run:
