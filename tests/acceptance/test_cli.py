@@ -97,14 +97,33 @@ def test_unknown_agent_in_a_schedule_is_refused_with_its_place(tmp_path: Path) -
     assert applied_names(tmp_path) == []
 
 
-def test_unreachable_database_is_named_without_its_password(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [["runs"], ["db", "upgrade"]])
+def test_unreachable_database_is_named_without_its_password(
+    tmp_path: Path, command: list[str]
+) -> None:
     url = "postgresql://nightshift:hunter2-secret@127.0.0.1:1/nightshift"
-    result = nightshift(tmp_path, "runs", env={"NIGHTSHIFT_DATABASE_URL": url})
-    assert result.returncode == 4
+    result = nightshift(tmp_path, *command, env={"NIGHTSHIFT_DATABASE_URL": url})
+    assert result.returncode == 4 and "Traceback" not in result.stderr, result.stderr
     assert "cannot reach the database at postgresql://nightshift:***@127.0.0.1:1/nightshift" in (
         result.stderr
     )
     assert "hunter2" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize(
+    ("url", "code", "message"),
+    [
+        ("mysql://127.0.0.1/nightshift", 3, "unsupported database URL mysql://"),
+        ("postgresql+nodriver://127.0.0.1/x", 3, "Can't load plugin"),
+        ("sqlite:////proc/nightshift/store.db", 4, "cannot open the database at sqlite:////proc/"),
+    ],
+)
+def test_db_upgrade_answers_a_database_it_cannot_use_as_every_command_does(
+    tmp_path: Path, url: str, code: int, message: str
+) -> None:
+    result = nightshift(tmp_path, "db", "upgrade", env={"NIGHTSHIFT_DATABASE_URL": url})
+    assert result.returncode == code and "Traceback" not in result.stderr, result.stderr
+    assert message in result.stderr
 
 
 def test_trigger_for_an_unknown_agent_fails_and_enqueues_nothing(tmp_path: Path) -> None:

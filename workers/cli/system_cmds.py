@@ -23,6 +23,7 @@ from workers.cli.base import (
     echo,
     main_group,
     pass_context,
+    reaching_database,
 )
 from workers.cli.supervisor import Supervisor, celery_command, flower_command
 from workers.cli.watch import watch_runs
@@ -42,9 +43,11 @@ def db() -> None:
 @pass_context
 def db_upgrade(obj: Context) -> None:
     """Migrate the database to the newest schema (safe to run repeatedly)."""
-    rt = Runtime(obj.settings)
-    schema.upgrade(rt.engine)
-    echo(f"database at revision {', '.join(sorted(schema.current_revisions(rt.engine)))}")
+    with reaching_database(obj.settings):
+        rt = Runtime(obj.settings)
+        schema.upgrade(rt.engine)
+        revisions = schema.current_revisions(rt.engine)
+    echo(f"database at revision {', '.join(sorted(revisions))}")
 
 
 @main_group.command(context_settings={"ignore_unknown_options": True})
