@@ -111,3 +111,25 @@ def test_an_option_no_store_keeps_is_refused_before_anything_is_made(
     assert result.exit_code == 3, result.output
     assert f"{option} holds {what}" in result.output and "nothing was enqueued" in result.output
     assert not data.exists()
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_event_id_is_refused_not_taken_for_a_manual_run(tmp_path: Path, blank: str) -> None:
+    # An unset variable in a script (`--event-id "$ID"`): a manual run would run
+    # again on every retry of the script, which the event id was there to prevent.
+    data = tmp_path / "data"
+    result = CliRunner().invoke(
+        main_group,
+        [
+            "--data-dir",
+            str(data),
+            "trigger",
+            "feed-watcher",
+            "--tenant",
+            "acme",
+            "--event-id",
+            blank,
+        ],
+    )
+    assert result.exit_code == 3, result.output
+    assert "--event-id is empty" in result.output and not data.exists()

@@ -6,8 +6,7 @@ import json
 import math
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,13 +39,12 @@ from workers.cli.watch import describe
 from workers.enqueue import enqueue
 from workers.runs import (
     FINISHED,
-    RUN_KEY_CHARS,
     PayloadNotJSONError,
     PayloadTooDeepError,
     Run,
     RunRequest,
     RunStatus,
-    fit,
+    trigger_key,
 )
 from workers.runtime import Runtime
 
@@ -64,7 +62,11 @@ from workers.runtime import Runtime
     type=click.Path(path_type=Path, dir_okay=False, exists=True, allow_dash=True),
     help="JSON object file handed to the agent as untrusted event data ('-' for stdin).",
 )
-@click.option("--event-id", default="", help="Dedup key: the same event id makes one run.")
+@click.option(
+    "--event-id",
+    default=None,
+    help="Dedup key: the same event id makes one run.  [default: none, a manual run]",
+)
 @click.option(
     "--origin",
     type=click.Choice(["private", "shared", "api"]),
@@ -86,38 +88,18 @@ def trigger(
     user: str,
     goal: str,
     payload_file: Path | None,
-    event_id: str,
+    event_id: str | None,
     origin: str,
     wait: bool,
     as_json: bool,
 ) -> None:
     """Enqueue an event-triggered run of AGENT now."""
     settings = obj.settings
-    try:
-        resolve(agent, settings.agents)
-    except UnknownAgentError as error:
-        raise InvalidInput(str(error)) from None
-    if problems := scope_problems(Scope(tenant, user, agent)):
-        raise InvalidInput(f"{'; '.join(problems)}; nothing was enqueued")
-    for option, value in (("--tenant", tenant), ("--user", user), ("--event-id", event_id)):
-        if found := find_secrets_as_read(value):
-            # The payload and goal are redacted; these make the run key, which is
-            # kept whole (the run record, the broker, Flower, the logs, the results).
-            kinds = ", ".join(sorted({f.kind for f in found}))
-            raise InvalidInput(
-                f"{option} holds a secret ({kinds}); it would be kept in the run key, the"
-                " broker and the logs: name the event by an id, not a credential;"
-                " nothing was enqueued"
-            )
-    for option, value in (("--event-id", event_id), ("--goal", goal)):
-        if what := unstorable(value):
-            raise InvalidInput(f"{option} holds {what}, which no store keeps; nothing was enqueued")
+    _check_options(settings.agents, agent, tenant, user, goal, event_id)
+    event_id = event_id or ""
     payload = _read_payload(payload_file, settings.max_payload_bytes)
     rt = connect(obj, create=True)
-    scope_key = f"{agent}/{tenant}/{user or '*'}"
-    trigger = f"event:{event_id}" if event_id else f"manual:{uuid.uuid4()}"
-    # A long event id is shortened with its hash: the same event still makes one run.
-    key = fit("", f"{scope_key}@{trigger}", RUN_KEY_CHARS)
+    key = trigger_key(agent, tenant, user, event_id)
     try:
         request = RunRequest(
             key=key,
@@ -150,6 +132,35 @@ def trigger(
             echo(describe(rt, finished))
     if finished is not None and finished.status not in (RunStatus.SUCCEEDED, RunStatus.PARTIAL):
         sys.exit(EXIT_ERROR)
+
+
+def _check_options(
+    agents: Mapping[str, str], agent: str, tenant: str, user: str, goal: str, event_id: str | None
+) -> None:
+    """Refuse, before anything is made, options no run can be made of: an unknown
+    agent, a blank event id, text no store keeps, a secret that would become the key."""
+    if event_id is not None and not event_id.strip():
+        # An unset variable in a script: it made a manual run, never deduplicated.
+        raise InvalidInput("--event-id is empty: give the event's id, or leave the option out")
+    try:
+        resolve(agent, agents)
+    except UnknownAgentError as error:
+        raise InvalidInput(str(error)) from None
+    if problems := scope_problems(Scope(tenant, user, agent)):
+        raise InvalidInput(f"{'; '.join(problems)}; nothing was enqueued")
+    for option, value in (("--tenant", tenant), ("--user", user), ("--event-id", event_id or "")):
+        if found := find_secrets_as_read(value):
+            # The payload and goal are redacted; these make the run key, which is
+            # kept whole (the run record, the broker, Flower, the logs, the results).
+            kinds = ", ".join(sorted({f.kind for f in found}))
+            raise InvalidInput(
+                f"{option} holds a secret ({kinds}); it would be kept in the run key, the"
+                " broker and the logs: name the event by an id, not a credential;"
+                " nothing was enqueued"
+            )
+    for option, value in (("--event-id", event_id or ""), ("--goal", goal)):
+        if what := unstorable(value):
+            raise InvalidInput(f"{option} holds {what}, which no store keeps; nothing was enqueued")
 
 
 def _run_filters(command: Callable[..., None]) -> Callable[..., None]:
