@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -371,3 +372,36 @@ def test_runs_list_is_runs_with_summaries_cut_visibly(rt: Runtime) -> None:
     assert listed.output == bare.output
     [row] = [line for line in listed.output.splitlines() if line.startswith("r-long")]
     assert row.endswith("…") and "handled 40 new (INC-0, INC-1" in row
+
+
+def trigger_cli(rt: Runtime, *args: str) -> Any:
+    url = rt.engine.url.render_as_string(hide_password=False)
+    data = str(rt.settings.data_dir)
+    return CliRunner().invoke(
+        main_group,
+        ["--data-dir", data, "--database-url", url, "trigger", "feed-watcher", "--tenant", "acme"]
+        + list(args),
+    )
+
+
+def test_trigger_wait_names_the_run_first_and_gives_up_after_its_timeout(rt: Runtime) -> None:
+    # No worker serves this broker: the run stays queued, and --timeout 0 looks once.
+    waited = trigger_cli(rt, "--event-id", "e-1", "--wait", "--timeout", "0")
+    key = "feed-watcher/acme/*@event:e-1"
+    assert waited.exit_code == 1
+    assert waited.output.startswith(f"enqueued: {key}\n")
+    assert f"run {key} did not finish within 0s (it is queued" in waited.output
+
+
+def test_trigger_wait_for_an_event_that_ran_before_prints_that_run(rt: Runtime) -> None:
+    key = "feed-watcher/acme/*@event:e-2"
+    assert trigger_cli(rt, "--event-id", "e-2").exit_code == 0
+    with rt.engine.begin() as conn:
+        assert runs.claim(conn, key, "w1", T0, LEASE)
+        assert runs.finish(conn, key, "w1", T0, status=RunStatus.FAILED, error="feed is down")
+    again = trigger_cli(rt, "--event-id", "e-2", "--wait", "--timeout", "0")
+    assert again.exit_code == 1, again.output  # the run it names failed
+    assert again.output.startswith(f"already enqueued: {key}\nrun · {key} · failed")
+    assert "error: feed is down" in again.output
+    as_json = trigger_cli(rt, "--event-id", "e-2", "--wait", "--json")
+    assert json.loads(as_json.output)["run"]["error"] == "feed is down"

@@ -76,8 +76,17 @@ from workers.runtime import Runtime
 @click.option(
     "--wait",
     is_flag=True,
-    help="Wait for the run to finish and print it; exit 1 unless it succeeded (or ended"
-    " partial: done, some output refused).",
+    help="Wait for the run to finish and print it (for an event id that ran before, that"
+    " run); exit 1 unless it succeeded (or ended partial: done, some output refused).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=600.0,
+    show_default=True,
+    envvar="NIGHTSHIFT_WAIT_TIMEOUT",
+    show_envvar=True,
+    help="With --wait: seconds to wait before giving up (exit 1; the run goes on).",
 )
 @json_option
 @pass_context
@@ -91,6 +100,7 @@ def trigger(
     event_id: str | None,
     origin: str,
     wait: bool,
+    timeout: float,
     as_json: bool,
 ) -> None:
     """Enqueue an event-triggered run of AGENT now."""
@@ -121,16 +131,19 @@ def trigger(
         "enqueued": bool(created),
         "note": "" if created else "this event id was enqueued before; no new run",
     }
-    finished = _wait_for(rt, key) if wait and created else None
-    if finished is not None:
-        result["run"] = finished.to_json()
-    if as_json:
-        emit_json(result)
-    else:
+    if not as_json:  # first, so a person waiting knows which run they wait for
         echo(f"{'enqueued' if created else 'already enqueued'}: {key}")
-        if finished is not None:
-            echo(describe(rt, finished))
-    if finished is not None and finished.status not in (RunStatus.SUCCEEDED, RunStatus.PARTIAL):
+    if not wait:
+        if as_json:
+            emit_json(result)
+        return
+    # An event id that ran before: its run is the answer (waited for if unfinished).
+    finished = _wait_for(rt, key, timeout)
+    if as_json:
+        emit_json({**result, "run": finished.to_json()})
+    else:
+        echo(describe(rt, finished))
+    if finished.status not in (RunStatus.SUCCEEDED, RunStatus.PARTIAL):
         sys.exit(EXIT_ERROR)
 
 
@@ -354,12 +367,20 @@ def _int(text: str) -> int:
         raise _AmbiguousJSON(f"holds an integer of {len(text)} digits, too long to read") from None
 
 
-def _wait_for(rt: Runtime, key: str, timeout: float = 600.0) -> Run:
+def _wait_for(rt: Runtime, key: str, timeout: float) -> Run:
+    """Run `key` once it has finished, looked at every quarter second; after `timeout`
+    seconds (0: look once), an error saying it has not."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while True:
         with rt.engine.connect() as conn:
             run = runs.get(conn, key)
         if run is not None and run.status in FINISHED:
             return run
-        time.sleep(0.25)
-    raise ShownError(f"run {key} did not finish within {timeout:.0f}s")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            status = run.status.value if run is not None else "gone"
+            raise ShownError(
+                f"run {key} did not finish within {timeout:g}s (it is {status}; it goes on:"
+                " see `nightshift runs`)"
+            )
+        time.sleep(min(0.25, left))
