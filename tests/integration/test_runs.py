@@ -16,7 +16,7 @@ from schedules import fires
 from workers import runs, schema
 from workers.agents import AgentResult
 from workers.cli import main_group
-from workers.lifecycle import execute
+from workers.lifecycle import execute, killed_at_time_limit
 from workers.runs import RunRequest, RunStatus
 from workers.runtime import Runtime
 from workers.sandbox import leftovers
@@ -405,3 +405,37 @@ def test_trigger_wait_for_an_event_that_ran_before_prints_that_run(rt: Runtime) 
     assert "error: feed is down" in again.output
     as_json = trigger_cli(rt, "--event-id", "e-2", "--wait", "--json")
     assert json.loads(as_json.output)["run"]["error"] == "feed is down"
+
+
+def test_a_run_killed_at_its_hard_time_limit_ends_timed_out_at_once(rt: Runtime) -> None:
+    """What the worker's main process does when the hard time limit killed the process
+    holding the run: the run is `timed_out`, not left `running` for the reaper to
+    re-send as a lost worker's, and its sandbox is gone."""
+    enqueue(rt, "stubborn@1")
+    box = Path(rt.settings.sandbox_root) / "stubborn-1"
+    with rt.engine.begin() as conn:
+        assert runs.claim(conn, "stubborn@1", "host:41", T0, LEASE, sandbox=str(box))
+    (box / "work").mkdir(parents=True)
+    (box / "work" / "half.txt").write_text("x")
+    at = T0 + timedelta(seconds=20)
+
+    assert not killed_at_time_limit(rt, "stubborn@1", "host:42", lambda: at, hard_limit=630)
+    assert box.exists()  # another process's run: left alone
+    assert killed_at_time_limit(rt, "stubborn@1", "host:41", lambda: at, hard_limit=630)
+    with rt.engine.begin() as conn:
+        found = runs.get(conn, "stubborn@1")
+        assert found is not None and (found.status, found.attempts, found.lost) == (
+            RunStatus.TIMED_OUT,
+            1,
+            0,
+        )
+        assert found.error == (
+            "time limit of 600s exceeded; the agent did not stop, so its worker process was"
+            " killed at the hard limit of 630s"
+        )
+        assert found.tried == found.error and found.finished_at == at
+        later = at + timedelta(hours=1)
+        assert runs.needing_delivery(conn, later, timedelta(minutes=5)) == []
+        assert runs.give_up(conn, later, max_attempts=1) == []
+    assert not box.exists()
+    assert not killed_at_time_limit(rt, "gone@1", "host:41", lambda: at, hard_limit=630)
