@@ -252,3 +252,43 @@ def test_a_broker_that_does_not_answer_is_named_and_the_run_stays_queued(tmp_pat
     assert "the reaper sends them once the broker answers" in result.stderr
     [run] = json.loads(nightshift(tmp_path, "runs", "--json").stdout)
     assert run["status"] == "queued"
+
+
+def refusing_redis(how: str) -> str:
+    """The test Redis, with a user it has no such password for, or a database index
+    past its `databases`: a broker that answers and says no."""
+    from urllib.parse import urlsplit
+
+    from tests.services import REDIS_URL, redis_available
+
+    redis_available()
+    where = urlsplit(REDIS_URL)
+    if how == "password":
+        return f"redis://no-such-user:wrong@{where.hostname}:{where.port or 6379}/0"
+    return f"redis://{where.hostname}:{where.port or 6379}/9999"
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ("password", "the broker refused: invalid username-password pair"),
+        ("database", "the broker refused: DB index is out of range"),
+    ],
+)
+def test_a_broker_that_refuses_is_named_at_once_by_trigger_up_and_worker(
+    tmp_path: Path, how: str, said: str
+) -> None:
+    # Not "cannot reach the broker … once the broker answers": it answered. And `up`
+    # and the worker stop with the reason instead of retrying it for ever (`up` ended
+    # with "beat exited with code 1", its worker and writer still retrying).
+    refusing = {"NIGHTSHIFT_BROKER_URL": refusing_redis(how)}
+    result = nightshift(tmp_path, "trigger", "feed-watcher", "--tenant", "acme", env=refusing)
+    assert result.returncode == 4 and "Traceback" not in result.stderr, result.stderr
+    assert said in result.stderr and "check NIGHTSHIFT_BROKER_URL" in result.stderr
+    assert "once the broker accepts them" in result.stderr
+    [run] = json.loads(nightshift(tmp_path, "runs", "--json").stdout)
+    assert run["status"] == "queued"
+    for command in (["up"], ["worker"]):
+        started = nightshift(tmp_path, *command, env=refusing)
+        assert started.returncode == 4, started.stdout + started.stderr
+        assert said in started.stderr and "Traceback" not in started.stderr

@@ -10,7 +10,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import amqp.exceptions
 import click
+import redis.exceptions
 from sqlalchemy import exc
 
 from memory.engine import missing_sqlite_file, safe_url
@@ -69,9 +71,29 @@ class Unavailable(ShownError):
     exit_code = EXIT_UNAVAILABLE
 
 
-def broker_refused(error: Exception) -> str:
-    """What to say when RabbitMQ answered and said no (`amqp.exceptions.AMQPError`)."""
+def broker_refused(error: BaseException) -> str:
+    """What to say when the broker answered and said no (`refusal`)."""
     return f"the broker refused: {error} (check NIGHTSHIFT_BROKER_URL)"
+
+
+_REFUSALS = (
+    amqp.exceptions.AMQPError,  # RabbitMQ: a wrong user or password, no such vhost
+    redis.exceptions.AuthenticationError,  # Redis: a wrong user or password, or none given
+    redis.exceptions.ResponseError,  # Redis: a database index it does not have, no permission
+)
+
+
+def refusal(error: BaseException) -> BaseException | None:
+    """The broker's answer behind `error` (kombu wraps it) when the broker answered and
+    said no: retrying will not change that answer, so a command or a process should
+    say it and stop, not retry. None when the broker did not answer (it may be
+    coming up, or restarting): that is for retries."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, _REFUSALS):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 class Context:
