@@ -118,3 +118,13 @@ def scope_problems(scope: Scope) -> list[str]:
         )
         for problem in text_problems(f"scope {name}", value, limit)
     ]
+
+
+def made_storable(text: str) -> str:
+    """`text` with what no backend can keep (`unstorable`) written as its Python escape:
+    a NUL as `\\x00`, a lone surrogate as `\\ud800`. For text that must be kept whatever
+    it holds, such as a run's summary and error (`workers.runs.finish`): refusing it
+    would lose the run's outcome."""
+    if not unstorable(text):
+        return text
+    return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode()

@@ -93,6 +93,52 @@ class AgentResult:
     problems: Sequence[str] = ()  # parts of its output that were refused (run becomes partial)
 
 
+class AgentResultError(TypeError):
+    """An agent handed back something other than an `AgentResult` (or None), or one
+    whose fields are not what `AgentResult` declares. A bug in the agent: its run
+    fails at once with this message; running it again would not help."""
+
+
+_RESULT_TEXTS = ("summary", "tried", "evidence")
+
+
+def checked_result(returned: object) -> AgentResult:
+    """What an agent returned, as its `AgentResult`: None is the empty result; anything
+    else that is not an `AgentResult` with text where it holds text, candidates in
+    `candidates` and text in `problems` raises `AgentResultError` naming what it got."""
+    if returned is None:
+        return AgentResult()
+    if not isinstance(returned, AgentResult):
+        raise AgentResultError(
+            f"the agent returned {_a(returned)} where an AgentResult (or None) was expected"
+        )
+    for name in _RESULT_TEXTS:
+        if not isinstance(getattr(returned, name), str):
+            raise AgentResultError(
+                f"the agent's AgentResult.{name} is {_a(getattr(returned, name))}, not text"
+            )
+    for index, candidate in enumerate(returned.candidates):
+        if not isinstance(candidate, Candidate):
+            raise AgentResultError(
+                f"the agent's AgentResult.candidates[{index}] is {_a(candidate)},"
+                " not a Candidate (build one with ctx.remember)"
+            )
+    for index, problem in enumerate(returned.problems):
+        if not isinstance(problem, str):
+            raise AgentResultError(
+                f"the agent's AgentResult.problems[{index}] is {_a(problem)}, not text"
+            )
+    return returned
+
+
+def _a(value: object) -> str:
+    """`value`'s type as a phrase: "a dict", "an int", "None"."""
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
 @dataclass(frozen=True, slots=True)
 class Vote:
     """A run's judgement of a memory it was given: `up` (checked, still true) or `down`.
@@ -200,7 +246,18 @@ class RunContext:
 
         In a run for a person, ``layer="agent"`` (read by every user of this agent)
         waits for an operator's review unless the agent's rules publish it
-        (`memory.attachment`, ``publish_from_user_runs``)."""
+        (`memory.attachment`, ``publish_from_user_runs``). `content` and the other
+        texts must be `str`: anything else raises `TypeError` naming the argument."""
+        texts = {
+            "content": content,
+            "key": key,
+            "reference": reference,
+            "subject": subject,
+            "evidence": evidence,
+        }
+        for name, value in texts.items():
+            if not isinstance(value, str):
+                raise TypeError(f"ctx.remember: {name} must be text (a str), not {_a(value)}")
         candidate = Candidate(
             scope=self.scope.at(Layer(layer)),
             kind=Kind(kind),

@@ -6,9 +6,11 @@
 Claiming is the precondition (a second delivery finds the run taken and does
 nothing); everything else is a hook in `workers/hooks/`, called in the order of
 `default_hooks()`. The sandbox is deleted on every path out: success, an agent's
-exception, a soft time limit. A hard kill cannot run `finally`; the reaper's
-sweep removes what it leaves. Memory candidates leave the run only through
-`submit` (the memory-writer queue); this module never writes memory itself.
+exception, a soft time limit. A process killed at the hard time limit cannot run
+`finally`: the worker's main process ends its run instead
+(`killed_at_time_limit`); after any other kill the reaper's sweep removes what
+it leaves. Memory candidates leave the run only through `submit` (the
+memory-writer queue); this module never writes memory itself.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 
 from memory.engine import autocommit, retrying, safe_url
 from workers import runs, sandbox
@@ -28,9 +31,9 @@ from workers.hooks.record import RecordHook
 from workers.hooks.resolve import ResolveHook
 from workers.hooks.sandbox import SandboxHook
 from workers.hooks.state import Clock, RunState, SpawnFn, SubmitFn
-from workers.hooks.time_limit import TimeLimitHook
+from workers.hooks.time_limit import TimeLimitHook, killed
 from workers.hooks.write_back import WriteBackHook
-from workers.runs import Run
+from workers.runs import Run, RunStatus
 from workers.runtime import Runtime
 from workers.subagents import SubagentHook
 
@@ -103,6 +106,35 @@ def execute(
         state.error,
         dict(state.timings),
     )
+
+
+def killed_at_time_limit(
+    rt: Runtime, key: str, owner: str, clock: Clock, *, hard_limit: float
+) -> bool:
+    """End run `key` as `timed_out` after the hard time limit killed `owner`, the worker
+    process that held it, and remove its sandbox: what the hooks do when an agent
+    stops at the soft limit. Not re-run: an agent that ignored the limit once would
+    ignore it again, and each attempt would cost a worker process. Returns False,
+    doing nothing, when `owner` no longer holds the run."""
+    with autocommit(rt.engine) as conn:
+        run = runs.get(conn, key)
+        if run is None:
+            return False
+        error = killed(run.time_limit, hard_limit)
+        if not runs.finish(
+            conn, key, owner, clock(), status=RunStatus.TIMED_OUT, error=error, tried=error
+        ):
+            return False
+    if run.sandbox:
+        try:
+            sandbox.remove(Path(run.sandbox))
+        except OSError:  # the killed process was still writing: the sweep takes it later
+            log.warning(
+                "could not remove the sandbox of a run killed at its time limit",
+                exc_info=True,
+                extra={"action": "run.sandbox_left", "run_key": key},
+            )
+    return True
 
 
 @retrying()

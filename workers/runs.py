@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -33,7 +34,7 @@ from sqlalchemy import (
 
 from memory.dialect import insert_ignoring_conflicts
 from memory.secrets import redact, redact_json
-from memory.storable import unstorable
+from memory.storable import made_storable, unstorable
 from schedules.definition import MAX_PAYLOAD_DEPTH, nesting_depth
 from workers.tables import runs
 
@@ -49,6 +50,28 @@ def fit(prefix: str, text: str, limit: int) -> str:
         return whole
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     return f"{prefix}{text[: limit - len(prefix) - 17]}~{digest}"
+
+
+_KEY_ESCAPES = str.maketrans({"%": "%25", "/": "%2F", "*": "%2A", "@": "%40"})
+
+
+def key_part(text: str) -> str:
+    """`text` as one part of a run key. A key joins its parts with `/` and `@`
+    (`agent/tenant/user@event:id`, `<key>/sub:name`) and writes no user as `*`;
+    inside a part those, and `%`, are written `%2F`, `%40`, `%2A` and `%25`, so two
+    different scopes, events or subagents never make the same key (tenant `x/y`
+    and tenant `x` with user `y/*` did). Text without them is left as it is."""
+    return text.translate(_KEY_ESCAPES)
+
+
+def trigger_key(agent: str, tenant: str, user: str, event_id: str = "") -> str:
+    """The key of a run triggered now: `agent/tenant/user@event:id`, the same for the
+    same event in the same scope (so it makes one run), or `…@manual:<uuid4>`, new
+    each time, without an event id. A long event id is shortened with its hash
+    (`fit`): the same event still makes one run."""
+    scope = (key_part(agent), key_part(tenant), key_part(user) if user else "*")
+    trigger = f"event:{key_part(event_id)}" if event_id else f"manual:{uuid.uuid4()}"
+    return fit("", f"{'/'.join(scope)}@{trigger}", RUN_KEY_CHARS)
 
 
 class RunStatus(enum.StrEnum):
@@ -372,7 +395,11 @@ def finish(
     evidence: str = "",
 ) -> bool:
     """Record the outcome, the goal attempt (what was tried, the evidence) and what the
-    run was given, only if we still hold the run."""
+    run was given, only if we still hold the run.
+
+    The texts come from the agent; what no backend can keep in them (a NUL, a lone
+    surrogate) is written as its escape (`memory.storable.made_storable`): refused
+    by the database, they would fail this update and leave the run `running`."""
     result = conn.execute(
         _FINISH,
         {
@@ -382,10 +409,10 @@ def finish(
             "new_status": status.value,
             "n_candidates": candidates,
             "handle": write_handle,
-            "summary_text": summary[:2000],
-            "error_text": error[:4000],
-            "tried_text": tried[:2000],
-            "evidence_text": evidence[:2000],
+            "summary_text": made_storable(summary)[:2000],
+            "error_text": made_storable(error)[:4000],
+            "tried_text": made_storable(tried)[:2000],
+            "evidence_text": made_storable(evidence)[:2000],
             "loaded": None if loaded_ids is None else json.dumps(list(loaded_ids)),
         },
     )

@@ -39,7 +39,12 @@ class Runtime:
 
     @property
     def worker_id(self) -> str:
-        return f"{socket.gethostname()}:{os.getpid()}"
+        return worker_id(os.getpid())
+
+
+def worker_id(pid: int) -> str:
+    """The lease owner a run claimed in process `pid` of this host is recorded as."""
+    return f"{socket.gethostname()}:{pid}"
 
 
 def runtime_of(app: Celery) -> Runtime:

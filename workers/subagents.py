@@ -32,7 +32,7 @@ from workers.agents import RunCancelled, SpawnRequest, Subagent
 from workers.enqueue import task_id
 from workers.hooks import Hook
 from workers.hooks.state import RunState
-from workers.runs import RUN_KEY_CHARS, Run, RunRequest, RunStatus, fit
+from workers.runs import RUN_KEY_CHARS, Run, RunRequest, RunStatus, fit, key_part
 
 SUBAGENT_STATE = {
     RunStatus.SUCCEEDED: "succeeded",
@@ -45,8 +45,8 @@ SUBAGENT_STATE = {
 
 def child_key(parent_key: str, name: str) -> str:
     """`<parent key>/sub:<name>`, shortened with its hash when it would not fit a run
-    key (a subagent's subagent of a long event's run)."""
-    return fit("", f"{parent_key}/sub:{name}", RUN_KEY_CHARS)
+    key (a subagent's subagent of a long event's run); the name is a `key_part`."""
+    return fit("", f"{parent_key}/sub:{key_part(name)}", RUN_KEY_CHARS)
 
 
 def child_request(

@@ -10,6 +10,8 @@ from typing import Any
 from celery import Task, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_init, worker_ready
+from celery.worker import state as worker_state
+from celery.worker.request import Request
 
 from memory.engine import retrying
 from memory.records import Candidate
@@ -17,9 +19,9 @@ from schedules import fires
 from workers import runs, write_attempts, writer
 from workers.app import RUN_TASK, WRITE_TASK
 from workers.enqueue import enqueue, resend, task_id
-from workers.lifecycle import execute
+from workers.lifecycle import execute, killed_at_time_limit
 from workers.runs import RunRequest, RunStatus
-from workers.runtime import runtime_of
+from workers.runtime import Runtime, runtime_of, worker_id
 from workers.sandbox import sweep
 from workers.sharding import write_queue
 
@@ -32,7 +34,40 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-@shared_task(bind=True, name=RUN_TASK, acks_late=True, reject_on_worker_lost=True)
+class RunTaskRequest(Request):
+    """A run message in the worker's main process. When the hard time limit kills the
+    process running it (its agent ignored the soft limit), Celery acknowledges the
+    message and the run row would stay `running` until its lease lapsed, to be
+    re-sent as a lost worker's and given up as `failed` after
+    `NIGHTSHIFT_RUN_MAX_ATTEMPTS` kills: the run ends here as `timed_out` instead,
+    and its sandbox goes (`lifecycle.killed_at_time_limit`)."""
+
+    def on_timeout(self, soft: bool, timeout: float) -> None:
+        super().on_timeout(soft, timeout)
+        if soft or worker_state.should_terminate or not self.worker_pid:
+            return  # a cold shutdown: the run is the reaper's, as on any worker loss
+        key = self.args[0]
+        rt = Runtime(self.task.app.nightshift_settings)  # not this process's pooled one
+        try:
+            if killed_at_time_limit(
+                rt, key, worker_id(self.worker_pid), utcnow, hard_limit=timeout
+            ):
+                log.error(
+                    "run %s: timed_out; its agent ignored the time limit and was killed",
+                    key,
+                    extra={"action": "run.killed", "run_key": key, "status": "timed_out"},
+                )
+        except Exception:  # never into Celery's timeout handler; the reaper is the fallback
+            log.exception(
+                "could not record run %s as timed out", key, extra={"action": "run.killed"}
+            )
+        finally:
+            rt.engine.dispose()
+
+
+@shared_task(
+    bind=True, name=RUN_TASK, acks_late=True, reject_on_worker_lost=True, Request=RunTaskRequest
+)
 def run(self: Task, key: str) -> dict[str, Any]:
     """Execute run `key`. A second delivery of the same key finds it claimed and does nothing.
 

@@ -125,3 +125,18 @@ def leaker(ctx: RunContext) -> AgentResult:
     """Fails quoting its own credential (a payload's secrets are redacted before any
     agent sees them; its configuration's are not), as a careless agent's error would."""
     raise RuntimeError(f"login refused for token {LEAKED_TOKEN}")
+
+
+def stubborn(ctx: RunContext) -> AgentResult:
+    """Ignores the soft time limit (catches it and works on) until the hard limit kills
+    its process, or 60 s; leaves work in its sandbox."""
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    (ctx.sandbox / "half-done.txt").write_text("x")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            time.sleep(0.05)
+        except SoftTimeLimitExceeded:
+            (ctx.sandbox / "ignored-the-soft-limit").write_text("x")
+    return AgentResult(summary="outlived its time limit")

@@ -97,14 +97,33 @@ def test_unknown_agent_in_a_schedule_is_refused_with_its_place(tmp_path: Path) -
     assert applied_names(tmp_path) == []
 
 
-def test_unreachable_database_is_named_without_its_password(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [["runs"], ["db", "upgrade"]])
+def test_unreachable_database_is_named_without_its_password(
+    tmp_path: Path, command: list[str]
+) -> None:
     url = "postgresql://nightshift:hunter2-secret@127.0.0.1:1/nightshift"
-    result = nightshift(tmp_path, "runs", env={"NIGHTSHIFT_DATABASE_URL": url})
-    assert result.returncode == 4
+    result = nightshift(tmp_path, *command, env={"NIGHTSHIFT_DATABASE_URL": url})
+    assert result.returncode == 4 and "Traceback" not in result.stderr, result.stderr
     assert "cannot reach the database at postgresql://nightshift:***@127.0.0.1:1/nightshift" in (
         result.stderr
     )
     assert "hunter2" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize(
+    ("url", "code", "message"),
+    [
+        ("mysql://127.0.0.1/nightshift", 3, "unsupported database URL mysql://"),
+        ("postgresql+nodriver://127.0.0.1/x", 3, "Can't load plugin"),
+        ("sqlite:////proc/nightshift/store.db", 4, "cannot open the database at sqlite:////proc/"),
+    ],
+)
+def test_db_upgrade_answers_a_database_it_cannot_use_as_every_command_does(
+    tmp_path: Path, url: str, code: int, message: str
+) -> None:
+    result = nightshift(tmp_path, "db", "upgrade", env={"NIGHTSHIFT_DATABASE_URL": url})
+    assert result.returncode == code and "Traceback" not in result.stderr, result.stderr
+    assert message in result.stderr
 
 
 def test_trigger_for_an_unknown_agent_fails_and_enqueues_nothing(tmp_path: Path) -> None:
@@ -164,6 +183,9 @@ def test_a_long_event_id_still_makes_one_run(tmp_path: Path) -> None:
         ("[" * 20_000 + "]" * 20_000, "nests deeper than 64 levels"),  # past the decoder's depth
         ('{"reading": NaN}', "holds NaN, which JSON has no form for"),
         ('{"to": "ana", "to": "root"}', "has the key 'to' twice in one object"),
+        ('{"a": 1e999}', "holds the number 1e999, past a float's range (Infinity)"),
+        ('{"a": ' + "9" * 5000 + "}", "holds an integer of 5000 digits, too long to read"),
+        ('{"a": "x\\u0000"}', "holds a NUL character in the value at a, which no store keeps"),
     ],
 )
 def test_bad_payloads_are_refused(tmp_path: Path, payload: str, message: str) -> None:
@@ -171,6 +193,7 @@ def test_bad_payloads_are_refused(tmp_path: Path, payload: str, message: str) ->
         tmp_path, "trigger", "feed-watcher", "--tenant", "acme", "--payload", "-", stdin=payload
     )
     assert result.returncode == 3 and message in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_bad_setting_names_the_variable(tmp_path: Path) -> None:
@@ -229,3 +252,43 @@ def test_a_broker_that_does_not_answer_is_named_and_the_run_stays_queued(tmp_pat
     assert "the reaper sends them once the broker answers" in result.stderr
     [run] = json.loads(nightshift(tmp_path, "runs", "--json").stdout)
     assert run["status"] == "queued"
+
+
+def refusing_redis(how: str) -> str:
+    """The test Redis, with a user it has no such password for, or a database index
+    past its `databases`: a broker that answers and says no."""
+    from urllib.parse import urlsplit
+
+    from tests.services import REDIS_URL, redis_available
+
+    redis_available()
+    where = urlsplit(REDIS_URL)
+    if how == "password":
+        return f"redis://no-such-user:wrong@{where.hostname}:{where.port or 6379}/0"
+    return f"redis://{where.hostname}:{where.port or 6379}/9999"
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ("password", "the broker refused: invalid username-password pair"),
+        ("database", "the broker refused: DB index is out of range"),
+    ],
+)
+def test_a_broker_that_refuses_is_named_at_once_by_trigger_up_and_worker(
+    tmp_path: Path, how: str, said: str
+) -> None:
+    # Not "cannot reach the broker … once the broker answers": it answered. And `up`
+    # and the worker stop with the reason instead of retrying it for ever (`up` ended
+    # with "beat exited with code 1", its worker and writer still retrying).
+    refusing = {"NIGHTSHIFT_BROKER_URL": refusing_redis(how)}
+    result = nightshift(tmp_path, "trigger", "feed-watcher", "--tenant", "acme", env=refusing)
+    assert result.returncode == 4 and "Traceback" not in result.stderr, result.stderr
+    assert said in result.stderr and "check NIGHTSHIFT_BROKER_URL" in result.stderr
+    assert "once the broker accepts them" in result.stderr
+    [run] = json.loads(nightshift(tmp_path, "runs", "--json").stdout)
+    assert run["status"] == "queued"
+    for command in (["up"], ["worker"]):
+        started = nightshift(tmp_path, *command, env=refusing)
+        assert started.returncode == 4, started.stdout + started.stderr
+        assert said in started.stderr and "Traceback" not in started.stderr

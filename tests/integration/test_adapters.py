@@ -8,7 +8,11 @@ the store, which is what the writer task does.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -521,3 +525,68 @@ def test_only_agents_that_read_files_get_files_and_attempts_are_read_on_first_us
     reader, _ = run_once(rt, "reader")
     assert reader.summary == "AGENTS.md,memory,trigger.json"
     assert len(attempt_reads) == 1  # AGENTS.md lists the earlier attempts
+
+
+ORPHAN_MAKER = """
+sleep 300 &
+echo $! > "$NIGHTSHIFT_SANDBOX/child.pid"
+sleep 300
+"""
+
+A_WORKER = """
+import sys
+from pathlib import Path
+
+from memory.records import Scope
+from workers.adapters.command import CommandAgent
+from workers.agents import RunContext, Trigger
+
+program, box = sys.argv[1], Path(sys.argv[2])
+CommandAgent((program,))(
+    RunContext(
+        run_key="orphans@1",
+        agent="orphans",
+        scope=Scope("acme", "ana", "orphans"),
+        goal="",
+        trigger=Trigger("manual", "api", None, {}),
+        memories=(),
+        sandbox=box,
+    )
+)
+"""
+
+
+def running(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie nobody reaped has stopped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+def test_a_command_agents_children_die_with_a_killed_worker(tmp_path: Path) -> None:
+    """SIGKILL cannot be caught: the worker's `finally` that kills the program's process
+    group never runs. The program itself dies with the worker (PR_SET_PDEATHSIG);
+    what it started in the background must die too, not run on unsupervised."""
+    program = script(tmp_path, "orphans.sh", ORPHAN_MAKER).removeprefix("command:")
+    box = tmp_path / "box"
+    box.mkdir()
+    worker = subprocess.Popen([sys.executable, "-c", A_WORKER, program, str(box)])
+    pid_file = box / "work" / "child.pid"
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text().strip()):
+        assert worker.poll() is None and time.monotonic() < deadline, "the agent did not start"
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    try:
+        assert running(child)
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+        deadline = time.monotonic() + 10
+        while running(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not running(child), "the agent's background child outlived the worker"
+    finally:
+        if running(child):
+            os.kill(child, signal.SIGKILL)

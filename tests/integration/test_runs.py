@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,8 +14,9 @@ from click.testing import CliRunner
 from memory.records import Candidate
 from schedules import fires
 from workers import runs, schema
+from workers.agents import AgentResult
 from workers.cli import main_group
-from workers.lifecycle import execute
+from workers.lifecycle import execute, killed_at_time_limit
 from workers.runs import RunRequest, RunStatus
 from workers.runtime import Runtime
 from workers.sandbox import leftovers
@@ -36,6 +38,21 @@ def boom(ctx: Any) -> None:
     raise RuntimeError("agent crashed; token sk-abcdefghijklmnopqrstuvwxyz0123456789")
 
 
+def returns_a_dict(ctx: Any) -> dict[str, str]:
+    return {"summary": "done"}
+
+
+def remembers_none(ctx: Any) -> None:
+    ctx.remember(None)
+
+
+def echoes_its_payload(ctx: Any) -> AgentResult:
+    text = ctx.trigger.payload["text"]
+    if ctx.trigger.payload.get("fail"):
+        raise RuntimeError(f"cannot handle {text}")
+    return AgentResult(summary=f"handled {text}", tried=text, evidence=text)
+
+
 @pytest.fixture
 def rt(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
     settings = Settings(
@@ -44,6 +61,9 @@ def rt(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
         agents={
             "boom": "tests.integration.test_runs:boom",
             "impostor": "tests.integration.test_runs:impostor",
+            "returns-a-dict": "tests.integration.test_runs:returns_a_dict",
+            "remembers-none": "tests.integration.test_runs:remembers_none",
+            "echo": "tests.integration.test_runs:echoes_its_payload",
         },
     )
     runtime = Runtime(settings)
@@ -52,7 +72,9 @@ def rt(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
     runtime.engine.dispose()
 
 
-def enqueue(rt: Runtime, key: str, agent: str = "feed-watcher") -> list[str]:
+def enqueue(
+    rt: Runtime, key: str, agent: str = "feed-watcher", payload: dict[str, Any] | None = None
+) -> list[str]:
     with rt.engine.begin() as conn:
         return runs.create(
             conn,
@@ -64,6 +86,7 @@ def enqueue(rt: Runtime, key: str, agent: str = "feed-watcher") -> list[str]:
                     user="oncall",
                     goal="triage incidents",
                     trigger_origin="private",  # what beat sets for a person's schedule
+                    payload=payload or {},
                 )
             ],
             T0,
@@ -270,6 +293,56 @@ def test_unknown_agent_fails_the_run_with_a_clear_error(rt: Runtime) -> None:
     assert outcome.status == "failed" and "unknown agent 'ghost'" in outcome.error
 
 
+@pytest.mark.parametrize(
+    ("agent", "says"),
+    [
+        ("returns-a-dict", "the agent returned a dict where an AgentResult (or None) was expected"),
+        ("remembers-none", "ctx.remember: content must be text (a str), not None"),
+    ],
+)
+def test_an_agent_breaking_its_interface_fails_at_once_with_a_clear_error(
+    rt: Runtime, agent: str, says: str
+) -> None:
+    """Not left `running` for the reaper to re-send until it gives up: a bug in the
+    agent fails its run on the first attempt, and the record says what was wrong."""
+    enqueue(rt, f"{agent}@1", agent=agent)
+    outcome = execute(
+        rt, f"{agent}@1", submit=lambda *a, **k: None, clock=lambda: datetime.now(UTC)
+    )
+    assert outcome.status == "failed" and says in outcome.error
+    with rt.engine.connect() as conn:
+        found = runs.get(conn, f"{agent}@1")
+    assert found is not None and (found.status, found.attempts) == (RunStatus.FAILED, 1)
+    assert says in found.error and found.finished_at is not None
+    assert leftovers(rt.settings.sandbox_root) == []
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_run_is_recorded_whatever_text_its_agent_hands_back(rt: Runtime, fail: bool) -> None:
+    """A NUL (which PostgreSQL's text refuses) or a lone surrogate (which no UTF-8
+    encoder takes) in a summary, an error or an attempt is kept as its escape: the
+    record is written, not left `running` for the reaper to re-send."""
+    enqueue(rt, "echo@1", agent="echo", payload={"text": "a\x00b\ud800c", "fail": fail})
+    outcome = execute(rt, "echo@1", submit=lambda *a, **k: None, clock=lambda: datetime.now(UTC))
+    with rt.engine.connect() as conn:
+        found = runs.get(conn, "echo@1")
+    assert found is not None and found.finished_at is not None
+    assert (
+        found.status
+        is (RunStatus.FAILED if fail else RunStatus.SUCCEEDED)
+        is RunStatus(outcome.status)
+    )
+    escaped = "a\\x00b\\ud800c"
+    if fail:
+        assert f"cannot handle {escaped}" in found.error and escaped in found.tried
+    else:
+        assert (found.summary, found.tried, found.evidence) == (
+            f"handled {escaped}",
+            escaped,
+            escaped,
+        )
+
+
 def test_an_agent_cannot_speak_as_the_person_or_the_operator(rt: Runtime) -> None:
     submitted: list[list[dict[str, Any]]] = []
     enqueue(rt, "impostor@1", agent="impostor")
@@ -299,3 +372,70 @@ def test_runs_list_is_runs_with_summaries_cut_visibly(rt: Runtime) -> None:
     assert listed.output == bare.output
     [row] = [line for line in listed.output.splitlines() if line.startswith("r-long")]
     assert row.endswith("…") and "handled 40 new (INC-0, INC-1" in row
+
+
+def trigger_cli(rt: Runtime, *args: str) -> Any:
+    url = rt.engine.url.render_as_string(hide_password=False)
+    data = str(rt.settings.data_dir)
+    return CliRunner().invoke(
+        main_group,
+        ["--data-dir", data, "--database-url", url, "trigger", "feed-watcher", "--tenant", "acme"]
+        + list(args),
+    )
+
+
+def test_trigger_wait_names_the_run_first_and_gives_up_after_its_timeout(rt: Runtime) -> None:
+    # No worker serves this broker: the run stays queued, and --timeout 0 looks once.
+    waited = trigger_cli(rt, "--event-id", "e-1", "--wait", "--timeout", "0")
+    key = "feed-watcher/acme/*@event:e-1"
+    assert waited.exit_code == 1
+    assert waited.output.startswith(f"enqueued: {key}\n")
+    assert f"run {key} did not finish within 0s (it is queued" in waited.output
+
+
+def test_trigger_wait_for_an_event_that_ran_before_prints_that_run(rt: Runtime) -> None:
+    key = "feed-watcher/acme/*@event:e-2"
+    assert trigger_cli(rt, "--event-id", "e-2").exit_code == 0
+    with rt.engine.begin() as conn:
+        assert runs.claim(conn, key, "w1", T0, LEASE)
+        assert runs.finish(conn, key, "w1", T0, status=RunStatus.FAILED, error="feed is down")
+    again = trigger_cli(rt, "--event-id", "e-2", "--wait", "--timeout", "0")
+    assert again.exit_code == 1, again.output  # the run it names failed
+    assert again.output.startswith(f"already enqueued: {key}\nrun · {key} · failed")
+    assert "error: feed is down" in again.output
+    as_json = trigger_cli(rt, "--event-id", "e-2", "--wait", "--json")
+    assert json.loads(as_json.output)["run"]["error"] == "feed is down"
+
+
+def test_a_run_killed_at_its_hard_time_limit_ends_timed_out_at_once(rt: Runtime) -> None:
+    """What the worker's main process does when the hard time limit killed the process
+    holding the run: the run is `timed_out`, not left `running` for the reaper to
+    re-send as a lost worker's, and its sandbox is gone."""
+    enqueue(rt, "stubborn@1")
+    box = Path(rt.settings.sandbox_root) / "stubborn-1"
+    with rt.engine.begin() as conn:
+        assert runs.claim(conn, "stubborn@1", "host:41", T0, LEASE, sandbox=str(box))
+    (box / "work").mkdir(parents=True)
+    (box / "work" / "half.txt").write_text("x")
+    at = T0 + timedelta(seconds=20)
+
+    assert not killed_at_time_limit(rt, "stubborn@1", "host:42", lambda: at, hard_limit=630)
+    assert box.exists()  # another process's run: left alone
+    assert killed_at_time_limit(rt, "stubborn@1", "host:41", lambda: at, hard_limit=630)
+    with rt.engine.begin() as conn:
+        found = runs.get(conn, "stubborn@1")
+        assert found is not None and (found.status, found.attempts, found.lost) == (
+            RunStatus.TIMED_OUT,
+            1,
+            0,
+        )
+        assert found.error == (
+            "time limit of 600s exceeded; the agent did not stop, so its worker process was"
+            " killed at the hard limit of 630s"
+        )
+        assert found.tried == found.error and found.finished_at == at
+        later = at + timedelta(hours=1)
+        assert runs.needing_delivery(conn, later, timedelta(minutes=5)) == []
+        assert runs.give_up(conn, later, max_attempts=1) == []
+    assert not box.exists()
+    assert not killed_at_time_limit(rt, "gone@1", "host:41", lambda: at, hard_limit=630)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from memory.storable import HANDLE_CHARS
 from workers.hooks.write_back import receipt_handle
-from workers.runs import RUN_KEY_CHARS, fit
+from workers.runs import RUN_KEY_CHARS, fit, key_part, trigger_key
 from workers.subagents import child_key
 
 
@@ -34,3 +36,35 @@ def test_a_subagent_of_a_long_run_gets_a_key_that_fits() -> None:
     assert child_key("triage/acme/ana@event:1", "research") == (
         "triage/acme/ana@event:1/sub:research"
     )
+
+
+def test_a_trigger_key_names_its_scope_and_event_as_before_when_they_are_plain() -> None:
+    assert trigger_key("triage", "acme", "ana", "42") == "triage/acme/ana@event:42"
+    assert trigger_key("triage", "acme", "", "42") == "triage/acme/*@event:42"
+    manual = trigger_key("triage", "acme", "ana")
+    assert manual.startswith("triage/acme/ana@manual:") and manual != trigger_key(
+        "triage", "acme", "ana"
+    )
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        (("a", "x/y", "", "1"), ("a", "x", "y/*", "1")),  # a tenant with a slash
+        (("a", "x", "", "1"), ("a", "x", "*", "1")),  # no user, and a user named *
+        (("a", "x", "u@event:1", "2"), ("a", "x", "u", "1@event:2")),
+        (("a/b", "x", "", "1"), ("a", "b/x", "", "1")),
+        (("a", "x", "", "1%2F"), ("a", "x", "", "1/")),  # the escape itself is escaped
+    ],
+)
+def test_different_scopes_or_events_never_make_the_same_key(
+    one: tuple[str, str, str, str], other: tuple[str, str, str, str]
+) -> None:
+    assert trigger_key(*one) != trigger_key(*other)
+
+
+def test_an_event_id_never_makes_the_key_of_another_runs_subagent() -> None:
+    parent = trigger_key("triage", "acme", "", "1")
+    assert child_key(parent, "research") != trigger_key("triage", "acme", "", "1/sub:research")
+    assert child_key(parent, "a/sub:b") != child_key(child_key(parent, "a"), "b")
+    assert key_part("tenant 7 · Żubrówka") == "tenant 7 · Żubrówka"

@@ -7,7 +7,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from workers.cli import main_group
 from workers.cli.base import InvalidInput
 from workers.cli.runs_cmds import _read_payload
 
@@ -51,6 +53,8 @@ def _refused(path: Path, outcome: list[BaseException]) -> None:
         ('{"a": 1, "b": {"c": 1, "c": 2}}', "has the key 'c' twice in one object"),
         ('{"reading": NaN}', "holds NaN, which JSON has no form for"),
         ('{"limits": [Infinity, -Infinity]}', "holds Infinity, which JSON has no form for"),
+        ('{"a": 1e999}', "holds the number 1e999, past a float's range (Infinity)"),
+        ('{"a": -1.5e400}', "holds the number -1.5e400, past a float's range (Infinity)"),
     ],
 )
 def test_json_that_readers_disagree_on_is_refused(tmp_path: Path, text: str, message: str) -> None:
@@ -67,3 +71,65 @@ def test_a_plain_payload_is_read_as_it_is(tmp_path: Path) -> None:
     path = tmp_path / "payload.json"
     path.write_text('{"a": [1, 2.5, "x"], "b": {"c": null}}')
     assert _read_payload(path, LIMIT) == {"a": [1, 2.5, "x"], "b": {"c": None}}
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('{"a": "x\\u0000y"}', "a NUL character in the value at a"),
+        ('{"a": [1, {"b": "\\ud800"}]}', "a lone surrogate (not UTF-8) in the value at a[1].b"),
+        ('{"a": [1, {"b\\u0000": 2}]}', "a NUL character in a key of the object at a[1]"),
+        ('{"\\udfff": 1}', "a lone surrogate (not UTF-8) in a key of the object at the top"),
+    ],
+)
+def test_text_no_store_keeps_is_refused_saying_where(tmp_path: Path, text: str, where: str) -> None:
+    # PostgreSQL's text holds no NUL; no UTF-8 encoder takes a lone surrogate. The
+    # agent would carry them into its summary or its memories, to fail there.
+    path = tmp_path / "payload.json"
+    path.write_text(text)
+    with pytest.raises(InvalidInput) as refused:
+        _read_payload(path, LIMIT)
+    assert refused.value.message == (
+        f"payload {path} holds {where}, which no store keeps; nothing was enqueued"
+    )
+
+
+@pytest.mark.parametrize("option", ["--event-id", "--goal"])
+@pytest.mark.parametrize(
+    ("value", "what"), [("a\x00b", "a NUL character"), ("a\ud800", "a lone surrogate")]
+)
+def test_an_option_no_store_keeps_is_refused_before_anything_is_made(
+    tmp_path: Path, option: str, value: str, what: str
+) -> None:
+    # argv holds no NUL and `main` refuses what is not UTF-8; an embedding caller
+    # (CliRunner, a script calling main_group) reaches the command all the same.
+    data = tmp_path / "data"
+    result = CliRunner().invoke(
+        main_group,
+        ["--data-dir", str(data), "trigger", "feed-watcher", "--tenant", "acme", option, value],
+    )
+    assert result.exit_code == 3, result.output
+    assert f"{option} holds {what}" in result.output and "nothing was enqueued" in result.output
+    assert not data.exists()
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_event_id_is_refused_not_taken_for_a_manual_run(tmp_path: Path, blank: str) -> None:
+    # An unset variable in a script (`--event-id "$ID"`): a manual run would run
+    # again on every retry of the script, which the event id was there to prevent.
+    data = tmp_path / "data"
+    result = CliRunner().invoke(
+        main_group,
+        [
+            "--data-dir",
+            str(data),
+            "trigger",
+            "feed-watcher",
+            "--tenant",
+            "acme",
+            "--event-id",
+            blank,
+        ],
+    )
+    assert result.exit_code == 3, result.output
+    assert "--event-id is empty" in result.output and not data.exists()

@@ -16,6 +16,9 @@ and a clean environment: PATH, HOME and TMPDIR (both inside the sandbox), LANG,
 `NIGHTSHIFT_RUN_KEY`, `NIGHTSHIFT_AGENT`, `NIGHTSHIFT_SANDBOX`, `NIGHTSHIFT_OUTBOX`,
 `NIGHTSHIFT_MCP` (the MCP server's command line), plus only what `NIGHTSHIFT_COMMAND_ENV` names. It runs in its own process group,
 confined by Landlock (`landlock.py`) to read the system and read-write its sandbox.
+The group never outlives the worker process that started it: the program dies
+with it (PR_SET_PDEATHSIG), and a watcher kills what the program started in the
+background when the worker is killed (`_guard`).
 
 What ends the run how:
 
@@ -146,7 +149,9 @@ class CommandAgent:
             start_new_session=True,
             preexec_fn=partial(_confine, ruleset),  # a few syscalls, nothing else
         )
+        guard: _Guard | None = None
         try:
+            guard = _guard(proc.pid)
             return proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
         except subprocess.TimeoutExpired:
             raise AgentTimedOut("the command ran past its time limit") from None
@@ -155,6 +160,49 @@ class CommandAgent:
             with suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+            if guard is not None:
+                guard.stand_down()
+
+
+@dataclass(frozen=True, slots=True)
+class _Guard:
+    """A watcher of a program's process group: a `sh` in a session of its own (a kill
+    of the worker's process group spares it) that waits on a pipe only this process
+    can write to. When this process dies, however (SIGKILL, the hard time limit),
+    the kernel closes the pipe and the watcher kills the group: what the program
+    started in the background does not run on, unsupervised, after its sandbox is
+    gone. PR_SET_PDEATHSIG covers only the program itself, not its children."""
+
+    watcher: subprocess.Popen[bytes]
+    pipe: int
+
+    def stand_down(self) -> None:
+        """The group was killed here: let the watcher exit without killing (by then its
+        number could be another group's)."""
+        with suppress(OSError):
+            os.write(self.pipe, b"\n")
+        os.close(self.pipe)
+        self.watcher.wait()
+
+
+def _guard(group: int) -> _Guard:
+    readable, writable = os.pipe()  # not inheritable: the program never holds either end
+    try:
+        watcher = subprocess.Popen(
+            ["/bin/sh", "-c", f"read _ <&{readable} || kill -s KILL -- -{group}"],
+            pass_fds=(readable,),
+            env={"PATH": SAFE_PATH},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except BaseException:
+        os.close(writable)
+        raise
+    finally:
+        os.close(readable)
+    return _Guard(watcher, writable)
 
 
 def _confine(ruleset: Ruleset | None) -> None:

@@ -28,6 +28,7 @@ from workers.cli.base import (
     broker_refused,
     echo,
     main_group,
+    refusal,
 )
 
 
@@ -40,14 +41,14 @@ def main() -> None:
         sys.exit(EXIT_INVALID_INPUT)
     try:
         sys.exit(main_group.main(prog_name="nightshift", standalone_mode=True))
-    except kombu.exceptions.OperationalError as error:
+    except (kombu.exceptions.OperationalError, amqp.exceptions.AMQPError) as error:
+        if (said := refusal(error)) is not None:
+            # The broker answered and said no: a wrong user or password, a vhost or a
+            # Redis database that is not there. (kombu passes RabbitMQ's unwrapped.)
+            broker_failed(broker_refused(said), "accepts them")
         # The broker did not answer a send: say which, not a traceback. A run the
         # command recorded first stays queued, and the reaper sends it later.
         broker_failed(f"cannot reach the broker ({error})", "answers")
-    except amqp.exceptions.AMQPError as error:
-        # RabbitMQ answered and said no: a wrong user or password, a vhost that is not
-        # there. kombu passes these on unwrapped, and they ended in a traceback.
-        broker_failed(broker_refused(error), "accepts them")
 
 
 def broker_failed(what: str, until: str) -> NoReturn:

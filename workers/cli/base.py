@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import amqp.exceptions
 import click
+import redis.exceptions
 from sqlalchemy import exc
 
 from memory.engine import missing_sqlite_file, safe_url
@@ -68,9 +71,29 @@ class Unavailable(ShownError):
     exit_code = EXIT_UNAVAILABLE
 
 
-def broker_refused(error: Exception) -> str:
-    """What to say when RabbitMQ answered and said no (`amqp.exceptions.AMQPError`)."""
+def broker_refused(error: BaseException) -> str:
+    """What to say when the broker answered and said no (`refusal`)."""
     return f"the broker refused: {error} (check NIGHTSHIFT_BROKER_URL)"
+
+
+_REFUSALS = (
+    amqp.exceptions.AMQPError,  # RabbitMQ: a wrong user or password, no such vhost
+    redis.exceptions.AuthenticationError,  # Redis: a wrong user or password, or none given
+    redis.exceptions.ResponseError,  # Redis: a database index it does not have, no permission
+)
+
+
+def refusal(error: BaseException) -> BaseException | None:
+    """The broker's answer behind `error` (kombu wraps it) when the broker answered and
+    said no: retrying will not change that answer, so a command or a process should
+    say it and stop, not retry. None when the broker did not answer (it may be
+    coming up, or restarting): that is for retries."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, _REFUSALS):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 class Context:
@@ -137,12 +160,9 @@ def connect(obj: Context, *, create: bool = False) -> Runtime:
             " default store is .nightshift/ in its working directory), pass --database-url,"
             " or make a new one with `nightshift db upgrade`"
         )
-    rt = Runtime(settings)
-    try:
+    with reaching_database(settings):
+        rt = Runtime(settings)
         engine = rt.engine
-    except ValueError as error:  # a URL it cannot use: say which, not a traceback
-        raise InvalidInput(str(error)) from None
-    try:
         with engine.connect() as conn:
             conn.exec_driver_sql("SELECT 1")
         if engine.dialect.name == "sqlite":
@@ -152,11 +172,30 @@ def connect(obj: Context, *, create: bool = False) -> Runtime:
                 f"the database at {safe_url(settings.database_url)} is not migrated to "
                 f"{', '.join(sorted(schema.head_revisions()))}: run `nightshift db upgrade`"
             )
-    except exc.OperationalError as error:
-        raise Unavailable(
-            f"cannot reach the database at {safe_url(settings.database_url)}: {_first_line(error)}"
-        ) from None
     return rt
+
+
+@contextmanager
+def reaching_database(settings: Settings) -> Iterator[None]:
+    """What goes wrong opening and reaching `settings`' database, as a clear exit
+    rather than a traceback: a URL it cannot use (exit 3); a server that does not
+    answer or refuses, a file it cannot make (exit 4). Every command that touches
+    the database goes through here (`connect`, `db upgrade`)."""
+    where = safe_url(settings.database_url)
+    try:
+        yield
+    except ValueError as error:  # open_engine: a URL it cannot use; it says which
+        raise InvalidInput(str(error)) from None
+    except exc.NoSuchModuleError as error:  # a dialect or driver SQLAlchemy does not know
+        raise InvalidInput(f"cannot use the database URL {where}: {error}") from None
+    except ImportError as error:  # SQLAlchemy imports the URL's driver when first used
+        raise InvalidInput(
+            f"the database URL {where} needs the module {error.name}, which is not installed"
+        ) from None
+    except exc.OperationalError as error:
+        raise Unavailable(f"cannot reach the database at {where}: {_first_line(error)}") from None
+    except OSError as error:  # the SQLite file's folder cannot be made
+        raise Unavailable(f"cannot open the database at {where}: {error}") from None
 
 
 def _first_line(error: exc.DBAPIError) -> str:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,7 @@ import click
 
 from memory.records import Scope
 from memory.secrets import find_secrets_as_read
-from memory.storable import scope_problems
+from memory.storable import scope_problems, unstorable
 from memory.store import MAX_ROWS
 from schedules.definition import MAX_PAYLOAD_DEPTH, nesting_depth
 from workers import runs, subagents
@@ -37,7 +37,15 @@ from workers.cli.base import (
 )
 from workers.cli.watch import describe
 from workers.enqueue import enqueue
-from workers.runs import FINISHED, RUN_KEY_CHARS, Run, RunRequest, RunStatus, fit
+from workers.runs import (
+    FINISHED,
+    PayloadNotJSONError,
+    PayloadTooDeepError,
+    Run,
+    RunRequest,
+    RunStatus,
+    trigger_key,
+)
 from workers.runtime import Runtime
 
 
@@ -54,7 +62,11 @@ from workers.runtime import Runtime
     type=click.Path(path_type=Path, dir_okay=False, exists=True, allow_dash=True),
     help="JSON object file handed to the agent as untrusted event data ('-' for stdin).",
 )
-@click.option("--event-id", default="", help="Dedup key: the same event id makes one run.")
+@click.option(
+    "--event-id",
+    default=None,
+    help="Dedup key: the same event id makes one run.  [default: none, a manual run]",
+)
 @click.option(
     "--origin",
     type=click.Choice(["private", "shared", "api"]),
@@ -64,8 +76,17 @@ from workers.runtime import Runtime
 @click.option(
     "--wait",
     is_flag=True,
-    help="Wait for the run to finish and print it; exit 1 unless it succeeded (or ended"
-    " partial: done, some output refused).",
+    help="Wait for the run to finish and print it (for an event id that ran before, that"
+    " run); exit 1 unless it succeeded (or ended partial: done, some output refused).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=600.0,
+    show_default=True,
+    envvar="NIGHTSHIFT_WAIT_TIMEOUT",
+    show_envvar=True,
+    help="With --wait: seconds to wait before giving up (exit 1; the run goes on).",
 )
 @json_option
 @pass_context
@@ -76,20 +97,71 @@ def trigger(
     user: str,
     goal: str,
     payload_file: Path | None,
-    event_id: str,
+    event_id: str | None,
     origin: str,
     wait: bool,
+    timeout: float,
     as_json: bool,
 ) -> None:
     """Enqueue an event-triggered run of AGENT now."""
     settings = obj.settings
+    _check_options(settings.agents, agent, tenant, user, goal, event_id)
+    event_id = event_id or ""
+    payload = _read_payload(payload_file, settings.max_payload_bytes)
+    rt = connect(obj, create=True)
+    key = trigger_key(agent, tenant, user, event_id)
     try:
-        resolve(agent, settings.agents)
+        request = RunRequest(
+            key=key,
+            agent=agent,
+            tenant=tenant,
+            user=user,
+            goal=goal,
+            trigger_kind="event" if event_id else "manual",
+            trigger_origin=origin,
+            fire_time=datetime.now(UTC),
+            payload=payload,
+            time_limit=settings.run_time_limit,
+        )
+    except (PayloadTooDeepError, PayloadNotJSONError) as error:
+        raise InvalidInput(str(error)) from None
+    created = enqueue(create_app(settings), [request], datetime.now(UTC))
+    result: dict[str, Any] = {
+        "run_key": key,
+        "enqueued": bool(created),
+        "note": "" if created else "this event id was enqueued before; no new run",
+    }
+    if not as_json:  # first, so a person waiting knows which run they wait for
+        echo(f"{'enqueued' if created else 'already enqueued'}: {key}")
+    if not wait:
+        if as_json:
+            emit_json(result)
+        return
+    # An event id that ran before: its run is the answer (waited for if unfinished).
+    finished = _wait_for(rt, key, timeout)
+    if as_json:
+        emit_json({**result, "run": finished.to_json()})
+    else:
+        echo(describe(rt, finished))
+    if finished.status not in (RunStatus.SUCCEEDED, RunStatus.PARTIAL):
+        sys.exit(EXIT_ERROR)
+
+
+def _check_options(
+    agents: Mapping[str, str], agent: str, tenant: str, user: str, goal: str, event_id: str | None
+) -> None:
+    """Refuse, before anything is made, options no run can be made of: an unknown
+    agent, a blank event id, text no store keeps, a secret that would become the key."""
+    if event_id is not None and not event_id.strip():
+        # An unset variable in a script: it made a manual run, never deduplicated.
+        raise InvalidInput("--event-id is empty: give the event's id, or leave the option out")
+    try:
+        resolve(agent, agents)
     except UnknownAgentError as error:
         raise InvalidInput(str(error)) from None
     if problems := scope_problems(Scope(tenant, user, agent)):
         raise InvalidInput(f"{'; '.join(problems)}; nothing was enqueued")
-    for option, value in (("--tenant", tenant), ("--user", user), ("--event-id", event_id)):
+    for option, value in (("--tenant", tenant), ("--user", user), ("--event-id", event_id or "")):
         if found := find_secrets_as_read(value):
             # The payload and goal are redacted; these make the run key, which is
             # kept whole (the run record, the broker, Flower, the logs, the results).
@@ -99,41 +171,9 @@ def trigger(
                 " broker and the logs: name the event by an id, not a credential;"
                 " nothing was enqueued"
             )
-    payload = _read_payload(payload_file, settings.max_payload_bytes)
-    rt = connect(obj, create=True)
-    scope_key = f"{agent}/{tenant}/{user or '*'}"
-    trigger = f"event:{event_id}" if event_id else f"manual:{uuid.uuid4()}"
-    # A long event id is shortened with its hash: the same event still makes one run.
-    key = fit("", f"{scope_key}@{trigger}", RUN_KEY_CHARS)
-    request = RunRequest(
-        key=key,
-        agent=agent,
-        tenant=tenant,
-        user=user,
-        goal=goal,
-        trigger_kind="event" if event_id else "manual",
-        trigger_origin=origin,
-        fire_time=datetime.now(UTC),
-        payload=payload,
-        time_limit=settings.run_time_limit,
-    )
-    created = enqueue(create_app(settings), [request], datetime.now(UTC))
-    result: dict[str, Any] = {
-        "run_key": key,
-        "enqueued": bool(created),
-        "note": "" if created else "this event id was enqueued before; no new run",
-    }
-    finished = _wait_for(rt, key) if wait and created else None
-    if finished is not None:
-        result["run"] = finished.to_json()
-    if as_json:
-        emit_json(result)
-    else:
-        echo(f"{'enqueued' if created else 'already enqueued'}: {key}")
-        if finished is not None:
-            echo(describe(rt, finished))
-    if finished is not None and finished.status not in (RunStatus.SUCCEEDED, RunStatus.PARTIAL):
-        sys.exit(EXIT_ERROR)
+    for option, value in (("--event-id", event_id or ""), ("--goal", goal)):
+        if what := unstorable(value):
+            raise InvalidInput(f"{option} holds {what}, which no store keeps; nothing was enqueued")
 
 
 def _run_filters(command: Callable[..., None]) -> Callable[..., None]:
@@ -249,18 +289,47 @@ def _read_payload(path: Path | None, limit: int) -> dict[str, Any]:
         )
     too_deep = InvalidInput(f"payload {path} nests deeper than {MAX_PAYLOAD_DEPTH} levels")
     try:
-        payload = json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise InvalidInput(f"payload {path} is not valid JSON: {error}") from None
+        payload = json.loads(
+            raw,
+            object_pairs_hook=_unique_keys,
+            parse_constant=_no_constant,
+            parse_float=_finite_float,
+            parse_int=_int,
+        )
     except _AmbiguousJSON as error:
         raise InvalidInput(f"payload {path} {error}; nothing was enqueued") from None
+    except ValueError as error:  # not JSON, not UTF-8
+        raise InvalidInput(f"payload {path} is not valid JSON: {error}") from None
     except RecursionError:  # the decoder recurses: this is far deeper than the limit
         raise too_deep from None
     if nesting_depth(payload, MAX_PAYLOAD_DEPTH) > MAX_PAYLOAD_DEPTH:
         raise too_deep
     if not isinstance(payload, dict):
         raise InvalidInput(f"payload {path} must be a JSON object, not {type(payload).__name__}")
+    if found := _unstorable_in(payload, ""):
+        raise InvalidInput(
+            f"payload {path} holds {found}, which no store keeps; nothing was enqueued"
+        )
     return payload
+
+
+def _unstorable_in(value: Any, at: str) -> str:
+    """Where in the decoded JSON `value` (found at the path `at`) a key or a text holds
+    what no store keeps, a NUL or a lone surrogate (`memory.storable.unstorable`), and
+    which: "a NUL character in the value at a.b[2]"; "" when there is none. The run
+    would take it to the agent, and its summary or memories back to the store."""
+    if isinstance(value, str):
+        what = unstorable(value)
+        return f"{what} in the value at {at or 'the top'}" if what else ""
+    items: Iterable[tuple[str, Any]] = ()
+    if isinstance(value, dict):
+        for key in value:
+            if what := unstorable(key):
+                return f"{what} in a key of the object at {at or 'the top'}"
+        items = ((f"{at}.{key}" if at else key, item) for key, item in value.items())
+    elif isinstance(value, list):
+        items = ((f"{at}[{index}]", item) for index, item in enumerate(value))
+    return next((found for here, item in items if (found := _unstorable_in(item, here))), "")
 
 
 class _AmbiguousJSON(ValueError):
@@ -281,12 +350,37 @@ def _no_constant(name: str) -> Any:
     raise _AmbiguousJSON(f"holds {name}, which JSON has no form for")
 
 
-def _wait_for(rt: Runtime, key: str, timeout: float = 600.0) -> Run:
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent as Python reads it; one past a float's
+    range (`1e999`), which Python reads as Infinity, is refused like `Infinity`."""
+    number = float(text)
+    if not math.isfinite(number):
+        raise _AmbiguousJSON(f"holds the number {text[:40]}, past a float's range (Infinity)")
+    return number
+
+
+def _int(text: str) -> int:
+    """A JSON integer; one of more digits than Python converts (4,300) is refused by name."""
+    try:
+        return int(text)
+    except ValueError:
+        raise _AmbiguousJSON(f"holds an integer of {len(text)} digits, too long to read") from None
+
+
+def _wait_for(rt: Runtime, key: str, timeout: float) -> Run:
+    """Run `key` once it has finished, looked at every quarter second; after `timeout`
+    seconds (0: look once), an error saying it has not."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while True:
         with rt.engine.connect() as conn:
             run = runs.get(conn, key)
         if run is not None and run.status in FINISHED:
             return run
-        time.sleep(0.25)
-    raise ShownError(f"run {key} did not finish within {timeout:.0f}s")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            status = run.status.value if run is not None else "gone"
+            raise ShownError(
+                f"run {key} did not finish within {timeout:g}s (it is {status}; it goes on:"
+                " see `nightshift runs`)"
+            )
+        time.sleep(min(0.25, left))

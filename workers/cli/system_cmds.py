@@ -7,7 +7,6 @@ import signal
 import sys
 from pathlib import Path
 
-import amqp.exceptions
 import click
 import kombu
 
@@ -23,6 +22,8 @@ from workers.cli.base import (
     echo,
     main_group,
     pass_context,
+    reaching_database,
+    refusal,
 )
 from workers.cli.supervisor import Supervisor, celery_command, flower_command
 from workers.cli.watch import watch_runs
@@ -42,9 +43,11 @@ def db() -> None:
 @pass_context
 def db_upgrade(obj: Context) -> None:
     """Migrate the database to the newest schema (safe to run repeatedly)."""
-    rt = Runtime(obj.settings)
-    schema.upgrade(rt.engine)
-    echo(f"database at revision {', '.join(sorted(schema.current_revisions(rt.engine)))}")
+    with reaching_database(obj.settings):
+        rt = Runtime(obj.settings)
+        schema.upgrade(rt.engine)
+        revisions = schema.current_revisions(rt.engine)
+    echo(f"database at revision {', '.join(sorted(revisions))}")
 
 
 @main_group.command(context_settings={"ignore_unknown_options": True})
@@ -228,16 +231,17 @@ def _exec(settings: Settings, argv: list[str]) -> None:
 
 
 def _broker_accepts(settings: Settings) -> None:
-    """Refuse to start against a RabbitMQ that refuses nightshift (a wrong password, a
-    vhost that is not there): retrying will not change its answer, and since workers
-    reconnect on channel errors (`workers.app`), Celery would retry it forever. A
-    broker that does not answer yet is left to Celery's retries at startup."""
-    if not settings.amqp_broker:
-        return
+    """Refuse to start against a broker that refuses nightshift (RabbitMQ: a wrong
+    password, a vhost that is not there; Redis: a wrong password, a database index
+    past its `databases`): retrying will not change its answer, and Celery would
+    retry it forever, the process up and doing nothing (`up` saw only a child exit
+    with code 1). A broker that does not answer yet is left to Celery's retries."""
+    if settings.broker_url.startswith("filesystem"):
+        return  # the embedded broker: a folder, nothing to refuse
     try:
         with kombu.Connection(settings.broker_url, connect_timeout=5) as conn:
             conn.ensure_connection(max_retries=1)
-    except amqp.exceptions.AMQPError as error:
-        raise Unavailable(broker_refused(error)) from None
-    except Exception:  # not answering: Celery retries, as it should while it comes up
-        return
+    except Exception as error:
+        if (said := refusal(error)) is not None:
+            raise Unavailable(broker_refused(said)) from None
+        return  # not answering: Celery retries, as it should while it comes up

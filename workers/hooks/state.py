@@ -15,7 +15,7 @@ from memory.loading import Loaded
 from memory.policy import AgentRules
 from memory.records import Candidate, Memory, Scope
 from workers import attempts
-from workers.agents import Agent, AgentResult, RunContext
+from workers.agents import Agent, AgentResult, RunContext, checked_result
 from workers.runs import Run, RunRequest, RunStatus
 from workers.runtime import Runtime
 
@@ -82,7 +82,7 @@ class RunState:
     def call_agent(self) -> None:
         if self.agent is None or self.ctx is None:
             raise RuntimeError("no agent or context: a hook that sets them is missing")
-        self.result = self.agent(self.ctx) or AgentResult()
+        self.result = checked_result(self.agent(self.ctx))
         self.problems.extend(self.ctx.refused_votes)  # a refused vote is never silent
         self.problems.extend(self.result.problems)
         self.problems.extend(
