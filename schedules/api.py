@@ -24,10 +24,11 @@ from sqlalchemy import Engine
 
 from schedules import catalog, fires, timing
 from schedules.catalog import AppliedSchedule, Change
-from schedules.definition import Cron, Heartbeat, Overlap, Schedule
+from schedules.definition import Cron, Heartbeat, Overlap, Schedule, text_problem
+from schedules.errors import DefinitionError
 from schedules.fires import FireOutcome, FireRecord, Origin
 from schedules.policy import decide
-from schedules.ports import RunPort, RunSummary
+from schedules.ports import RunPort, RunSummary, enqueue_fires
 
 MAX_BACKFILL = 10_000
 MAX_FIRES = 1_000
@@ -169,6 +170,10 @@ class Schedules:
             return catalog.apply(conn, wanted, self.clock(), prune=prune)
 
     def pause(self, name: str, note: str = "") -> None:
+        """Stop `name` firing until `resume`; `note` says why (one line of text, or
+        `DefinitionError`)."""
+        if problem := text_problem(note):
+            raise DefinitionError("pause_note", f"note {problem}")
         with self.engine.begin() as conn:
             catalog.set_paused(conn, name, True, note, self.clock())
 
@@ -216,9 +221,12 @@ class Schedules:
         )
         if d.cancel:
             self.runs.cancel(d.cancel, f"overlap cancel_other: {origin.value} replaces it", now)
-        created = set(self.runs.enqueue(d.runs, now)) if d.runs else set()
+        created, refused = enqueue_fires(self.runs, d.runs, now)
         records = list(d.records)
         for f in d.runs:
+            if f.run_key in refused:
+                records.append(fires.refused_record(f, refused[f.run_key]))
+                continue
             outcome = FireOutcome.RUN if f.run_key in created else FireOutcome.DUPLICATE
             records.append(FireRecord(name, f.fire_time, outcome, run_key=f.run_key, origin=origin))
         with self.engine.begin() as conn:
@@ -228,8 +236,10 @@ class Schedules:
         return FireResult(
             schedule=name,
             started=tuple(f.run_key for f in d.runs if f.run_key in created),
-            existed=tuple(f.run_key for f in d.runs if f.run_key not in created),
+            existed=tuple(
+                k for f in d.runs if (k := f.run_key) not in created and k not in refused
+            ),
             buffered=d.pending if d.pending != applied.pending_fire_at else None,
             cancelled=d.cancel,
-            skipped=tuple(r for r in d.records if r.outcome is FireOutcome.SKIPPED),
+            skipped=tuple(r for r in records if r.outcome is FireOutcome.SKIPPED),
         )

@@ -11,7 +11,7 @@ import pytest
 
 from schedules.api import MAX_BACKFILL, BackfillTooLargeError, Schedules
 from schedules.catalog import ScheduleNotFoundError
-from schedules.definition import Cron, Heartbeat, Overlap, Schedule
+from schedules.definition import Cron, DefinitionError, Heartbeat, Overlap, Schedule
 from schedules.fires import FireOutcome, SkipReason, run_key
 from tests.integration.beat_fixtures import T0, Beats, make_beats
 from workers.beat import schedules_api
@@ -60,6 +60,13 @@ def test_pause_resume_and_show(beats: Beats, api: Schedules) -> None:
     shown = api.show("nightly")
     assert not shown.applied.paused and len(shown.next_fires) == 10
     assert shown.to_json()["definition"]["trigger"]["timezone"] == "Europe/Berlin"
+
+
+def test_a_pause_note_with_a_control_character_is_refused(beats: Beats, api: Schedules) -> None:
+    beats.apply(BERLIN_0230)
+    with pytest.raises(DefinitionError, match=r"note holds a NUL character \(U\+0000\)"):
+        api.pause("nightly", note="db\x00move")
+    assert not api.get("nightly").paused
 
 
 def test_unknown_names_say_so(api: Schedules) -> None:

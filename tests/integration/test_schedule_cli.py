@@ -257,3 +257,43 @@ def test_a_mistake_repeated_in_every_schedule_prints_the_first_errors_and_a_coun
     as_json = cli(engine, tmp_path, "schedules", "apply", str(path), "--json")
     assert as_json.exit_code == 3 and len(json.loads(as_json.stdout)["errors"]) == 300
     assert stored(engine) == {}
+
+
+@pytest.mark.parametrize(
+    ("lines", "at", "field"),
+    [
+        ('user = "ana\\u0000"', 6, "user"),
+        ('paused = true\npause_note = "db\\u0000move"', 7, "pause_note"),
+        ('goal = "sum\\u001b[2Jup"', 6, "goal"),
+        ('[schedule.payload]\nfolder = "IN\\u0000BOX"', 6, "payload"),
+    ],
+    ids=["user", "pause_note", "goal", "payload"],
+)
+def test_control_characters_are_refused_at_apply_and_nothing_is_stored(
+    engine: Engine, tmp_path: Path, lines: str, at: int, field: str
+) -> None:
+    """PostgreSQL text cannot hold a NUL: stored, it failed every tick of the beat."""
+    path = tmp_path / "nul.toml"
+    path.write_text(DIGEST.format("0 7 * * *") + lines + "\n")
+
+    result = cli(engine, tmp_path, "schedules", "apply", str(path))
+
+    assert result.exit_code == 3, result.output
+    assert "Traceback" not in result.output
+    assert f"{path}:{at}: schedule 'digest': field '{field}':" in result.stderr
+    assert stored(engine) == {}
+
+
+def test_pause_refuses_a_note_with_a_control_character(engine: Engine, tmp_path: Path) -> None:
+    applied(engine, Schedule(name="digest", agent="demo", tenant="acme", trigger=Event()))
+
+    result = cli(engine, tmp_path, "schedules", "pause", "digest", "--note", "mail\x1b[2J")
+
+    assert result.exit_code == 2 and "Invalid value for '--note'" in result.stderr
+    assert "Traceback" not in result.output
+    assert not stored_applied(engine, "digest").paused
+
+
+def stored_applied(engine: Engine, name: str) -> catalog.AppliedSchedule:
+    with engine.connect() as conn:
+        return catalog.get(conn, name)

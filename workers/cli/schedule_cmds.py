@@ -15,7 +15,7 @@ import click
 from schedules import catalog
 from schedules.api import MAX_FIRES, BackfillTooLargeError, FireResult, Schedules, zone_of
 from schedules.catalog import Action, AppliedSchedule, ScheduleNotFoundError
-from schedules.definition import Overlap
+from schedules.definition import DefinitionError, Overlap
 from schedules.files import LoadResult, ScheduleError, load_path
 from workers.agents import known_agents
 from workers.app import create_app
@@ -351,7 +351,10 @@ def pause_cmd(obj: Context, name: str, note: str, as_json: bool) -> None:
     """Stop NAME from firing (its fires are recorded as paused) until `resume`."""
     api = _api(obj)
     _get(api, name)
-    api.pause(name, note)
+    try:
+        api.pause(name, note)
+    except DefinitionError as error:
+        raise click.BadParameter(str(error), param_hint="'--note'") from None
     _said(as_json, {"name": name, "paused": True, "note": note}, f"paused {name}")
 
 
