@@ -175,9 +175,9 @@ def apply(
 
     One executemany per kind of change: 50,000 new schedules are one statement
     (executed in the driver's batches), not 50,000."""
+    revision = _next_revision(conn)  # first: the plan reads what earlier writers committed
     fingerprints = {s.name: s.fingerprint() for s in wanted}
     changes = _plan(conn, wanted, fingerprints, prune=prune)
-    revision = _next_revision(conn)
     by_name = {s.name: s for s in wanted}
     # A deleted row keeps its name: defining it again updates that row.
     existing = set(conn.execute(select(schedules.c.name)).scalars())
@@ -271,11 +271,12 @@ def get(conn: Connection, name: str) -> AppliedSchedule:
 
 
 def set_paused(conn: Connection, name: str, paused: bool, note: str, now: datetime) -> None:
+    revision = _next_revision(conn)
     get(conn, name)
     conn.execute(
         update(schedules)
         .where(schedules.c.name == name)
-        .values(paused=paused, pause_note=note, revision=_next_revision(conn), updated_at=now)
+        .values(paused=paused, pause_note=note, revision=revision, updated_at=now)
     )
 
 
@@ -338,5 +339,26 @@ def max_revision(conn: Connection) -> int:
     return int(conn.execute(select(func.coalesce(func.max(schedules.c.revision), 0))).scalar_one())
 
 
+REVISION_LOCK = 0x6E735F7265760001
+"""The PostgreSQL advisory lock key that orders revisions (`_next_revision`)."""
+
+
 def _next_revision(conn: Connection) -> int:
+    """The revision for the rows this transaction changes: one more than any committed.
+
+    The beat reloads rows whose revision is above the highest it has seen, so
+    revisions must become visible in the order they are numbered: a change
+    committed after the beat's read must have a higher number than anything
+    the beat saw. On PostgreSQL (READ COMMITTED) two transactions each reading
+    max + 1 could take the same number, and a sequence would not help either:
+    a transaction holding number 7 may commit after one holding 8 was read. So
+    the number is taken under a transaction-scoped advisory lock, released only
+    at commit or rollback: a second writer waits, and its `max` (a new statement,
+    a new snapshot) sees the first one's commit. Catalog writes are few and short
+    (apply, pause, resume, a backfill's buffered fire); SQLite allows one writer
+    at a time anyway. Rows are never deleted (`deleted` marks them), so `max` only
+    grows.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(select(func.pg_advisory_xact_lock(REVISION_LOCK)))
     return max_revision(conn) + 1
