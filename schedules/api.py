@@ -40,6 +40,12 @@ class BackfillTooLargeError(ValueError):
     """A backfill range holds more fires than one call may start."""
 
 
+class BackfillRangeError(ValueError):
+    """A backfill range that ends before it starts, or ends after now: a fire that
+    is still to come is the timer's to run, and a backfilled one would take its run
+    key, so the timer would later drop it as a duplicate."""
+
+
 def zone_of(schedule: Schedule) -> ZoneInfo:
     trigger = schedule.trigger
     name = trigger.timezone if isinstance(trigger, Cron | Heartbeat) else "UTC"
@@ -189,7 +195,18 @@ class Schedules:
     def backfill(
         self, name: str, start: datetime, end: datetime, *, overlap: Overlap | None = None
     ) -> FireResult:
-        """Run the fires the schedule had in [start, end] (at most `MAX_BACKFILL`)."""
+        """Run the fires the schedule had in [start, end] (at most `MAX_BACKFILL`);
+        `end` may not be later than now (`BackfillRangeError`)."""
+        now = self.clock()
+        if end < start:
+            raise BackfillRangeError(
+                f"the backfill ends ({end.isoformat()}) before it starts ({start.isoformat()})"
+            )
+        if end > now:
+            raise BackfillRangeError(
+                f"the backfill ends in the future ({end.isoformat()}; now is {now.isoformat()}): "
+                "it runs fires that were due, the schedule's timer runs those still to come"
+            )
         applied = self.get(name)
         times = timing.fires_between(
             applied.schedule, start - timedelta(microseconds=1), end, limit=MAX_BACKFILL + 1
@@ -199,7 +216,7 @@ class Schedules:
                 f"schedule {name!r} has more than {MAX_BACKFILL} fires between "
                 f"{start.isoformat()} and {end.isoformat()}; backfill a shorter range"
             )
-        return self._fire(applied, times, Origin.BACKFILL, overlap, self.clock())
+        return self._fire(applied, times, Origin.BACKFILL, overlap, now)
 
     def _fire(
         self,

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func, select
 
 from schedules import catalog
 from schedules.definition import Cron, Event, Heartbeat, Schedule
 from tests.integration.sql_watch import Statements
 from workers.cli import main_group
+from workers.tables import runs
 
 pytestmark = pytest.mark.integration
 
@@ -297,3 +298,20 @@ def test_pause_refuses_a_note_with_a_control_character(engine: Engine, tmp_path:
 def stored_applied(engine: Engine, name: str) -> catalog.AppliedSchedule:
     with engine.connect() as conn:
         return catalog.get(conn, name)
+
+
+def test_backfill_refuses_a_to_in_the_future_and_a_malformed_from_is_a_usage_error(
+    engine: Engine, tmp_path: Path
+) -> None:
+    applied(engine, Schedule(name="digest", agent="demo", tenant="acme", trigger=Cron("@daily")))
+    backfill = ("schedules", "backfill", "digest", "--from", "2026-03-01T00:00:00Z", "--to")
+
+    future = cli(engine, tmp_path, *backfill, "2100-01-01T00:00:00Z")
+    assert future.exit_code == 3, future.output
+    assert "the backfill ends in the future" in future.stderr
+    backwards = cli(engine, tmp_path, *backfill, "2026-02-01T00:00:00Z")
+    assert backwards.exit_code == 3 and "before it starts" in backwards.stderr
+    malformed = cli(engine, tmp_path, *backfill[:4], "yesterday", "--to", "2026-03-02T00:00:00Z")
+    assert malformed.exit_code == 2 and "Invalid value for '--from'" in malformed.stderr
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(runs)).scalar_one() == 0

@@ -13,7 +13,14 @@ from typing import Any
 import click
 
 from schedules import catalog
-from schedules.api import MAX_FIRES, BackfillTooLargeError, FireResult, Schedules, zone_of
+from schedules.api import (
+    MAX_FIRES,
+    BackfillRangeError,
+    BackfillTooLargeError,
+    FireResult,
+    Schedules,
+    zone_of,
+)
 from schedules.catalog import Action, AppliedSchedule, ScheduleNotFoundError
 from schedules.definition import DefinitionError, Overlap
 from schedules.files import LoadResult, ScheduleError, load_path
@@ -392,15 +399,13 @@ def trigger_cmd(obj: Context, name: str, overlap: str | None, as_json: bool) -> 
 def backfill_cmd(
     obj: Context, name: str, start: datetime, end: datetime, overlap: str | None, as_json: bool
 ) -> None:
-    """Run the fires NAME had between --from and --to. A fire that already ran is not
-    run again (same run key)."""
-    if end < start:
-        raise InvalidInput(f"--to {end.isoformat()} is before --from {start.isoformat()}")
+    """Run the fires NAME had between --from and --to (not later than now). A fire
+    that already ran is not run again (same run key)."""
     api = _api(obj)
     _get(api, name)
     try:
         result = api.backfill(name, start, end, overlap=Overlap(overlap) if overlap else None)
-    except BackfillTooLargeError as error:
+    except (BackfillRangeError, BackfillTooLargeError) as error:
         raise InvalidInput(str(error)) from None
     _report(result, as_json)
 
