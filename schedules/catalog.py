@@ -173,6 +173,11 @@ def apply(
 ) -> list[Change]:
     """Make the database match `wanted`; return the changes (unchanged ones included).
 
+    A schedule's pause follows whichever changed last: its file's `paused` and
+    `pause_note`, or `schedules pause`/`resume`. So an edit that leaves the
+    file's pause settings as they were keeps a pause (or resume) made from the
+    command line; an edit of `paused` or `pause_note` in the file replaces it.
+
     One executemany per kind of change: 50,000 new schedules are one statement
     (executed in the driver's batches), not 50,000."""
     revision = _next_revision(conn)  # first: the plan reads what earlier writers committed
@@ -181,35 +186,40 @@ def apply(
     by_name = {s.name: s for s in wanted}
     # A deleted row keeps its name: defining it again updates that row.
     existing = set(conn.execute(select(schedules.c.name)).scalars())
+    said = _pause_in_file(conn, [c.name for c in changes if c.action is Action.UPDATE])
     deleted: list[dict[str, object]] = []
     inserted: list[dict[str, object]] = []
     updated: list[dict[str, object]] = []
+    edited: list[dict[str, object]] = []  # the file's pause as it was: the column's stays
     for change in changes:
         if change.action is Action.DELETE:
             deleted.append({"b_name": change.name})
         elif change.action is not Action.UNCHANGED:
             s = by_name[change.name]
-            row = {
+            row: dict[str, object] = {
                 "b_name": change.name,
                 "definition": json.dumps(s.to_json()),
                 "fingerprint": fingerprints[change.name],
                 "kind": s.kind,
-                "paused": s.paused,
-                "pause_note": s.pause_note,
             }
+            if said.get(change.name) == (s.paused, s.pause_note):
+                edited.append(row)
+                continue
+            row |= {"paused": s.paused, "pause_note": s.pause_note}
             (updated if change.name in existing else inserted).append(row)
     by_name_param = schedules.c.name == bindparam("b_name")
     stamp = {"revision": revision, "updated_at": now}
     if deleted:
         conn.execute(update(schedules).where(by_name_param).values(deleted=True, **stamp), deleted)
     columns = ("definition", "fingerprint", "kind", "paused", "pause_note")
-    if updated:
-        conn.execute(
-            update(schedules)
-            .where(by_name_param)
-            .values(**{c: bindparam(c) for c in columns}, deleted=False, **stamp),
-            updated,
-        )
+    for rows, written in ((edited, columns[:3]), (updated, columns)):
+        if rows:
+            conn.execute(
+                update(schedules)
+                .where(by_name_param)
+                .values(**{c: bindparam(c) for c in written}, deleted=False, **stamp),
+                rows,
+            )
     if inserted:
         conn.execute(
             insert(schedules).values(
@@ -221,6 +231,20 @@ def apply(
             inserted,
         )
     return changes
+
+
+def _pause_in_file(conn: Connection, names: Sequence[str]) -> dict[str, tuple[bool, str]]:
+    """What the stored definitions of `names` said about pausing: `(paused,
+    pause_note)` as their file had them when last applied."""
+    said: dict[str, tuple[bool, str]] = {}
+    for start in range(0, len(names), 500):
+        query = select(schedules.c.name, schedules.c.definition).where(
+            schedules.c.name.in_(names[start : start + 500])
+        )
+        for name, text in conn.execute(query):
+            data = load_definition(text)
+            said[name] = (bool(data.get("paused", False)), str(data.get("pause_note", "")))
+    return said
 
 
 def all_schedules(

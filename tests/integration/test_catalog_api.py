@@ -62,6 +62,32 @@ def test_pause_resume_and_show(beats: Beats, api: Schedules) -> None:
     assert shown.to_json()["definition"]["trigger"]["timezone"] == "Europe/Berlin"
 
 
+def test_a_command_line_pause_survives_an_edit_until_the_file_changes_its_pause(
+    beats: Beats, api: Schedules
+) -> None:
+    """The pause follows whichever changed last: the file's paused/pause_note, or
+    `schedules pause`/`resume`."""
+
+    def state() -> tuple[bool, str]:
+        applied = api.get("nightly")
+        return applied.paused, applied.pause_note
+
+    beats.apply(BERLIN_0230)
+    api.pause("nightly", note="mail server migration")
+    beats.apply(BERLIN_0230.replace(goal="summarise"))  # an edit of something else
+    assert state() == (True, "mail server migration")
+    beats.apply(BERLIN_0230.replace(goal="summarise", paused=True, pause_note="retired"))
+    assert state() == (True, "retired")  # the file changed its pause: it wins
+    api.resume("nightly")
+    beats.apply(BERLIN_0230.replace(goal="digest", paused=True, pause_note="retired"))
+    assert state() == (False, "")  # a resume survives an edit too
+    beats.apply(BERLIN_0230.replace(goal="digest"))  # the file unpauses: already so
+    assert state() == (False, "")
+    api.pause("nightly")
+    beats.apply(BERLIN_0230.replace(goal="digest", paused=True, pause_note="file says"))
+    assert state() == (True, "file says")
+
+
 def test_a_pause_note_with_a_control_character_is_refused(beats: Beats, api: Schedules) -> None:
     beats.apply(BERLIN_0230)
     with pytest.raises(DefinitionError, match=r"note holds a NUL character \(U\+0000\)"):
