@@ -191,6 +191,7 @@ def apply(
     inserted: list[dict[str, object]] = []
     updated: list[dict[str, object]] = []
     edited: list[dict[str, object]] = []  # the file's pause as it was: the column's stays
+    revived: list[dict[str, object]] = []  # defined again after a delete: starts afresh
     for change in changes:
         if change.action is Action.DELETE:
             deleted.append({"b_name": change.name})
@@ -206,18 +207,26 @@ def apply(
                 edited.append(row)
                 continue
             row |= {"paused": s.paused, "pause_note": s.pause_note}
-            (updated if change.name in existing else inserted).append(row)
+            if change.name not in existing:
+                inserted.append(row)
+            else:
+                (revived if change.action is Action.CREATE else updated).append(row)
     by_name_param = schedules.c.name == bindparam("b_name")
     stamp = {"revision": revision, "updated_at": now}
     if deleted:
         conn.execute(update(schedules).where(by_name_param).values(deleted=True, **stamp), deleted)
     columns = ("definition", "fingerprint", "kind", "paused", "pause_note")
-    for rows, written in ((edited, columns[:3]), (updated, columns)):
+    fresh = {"last_fire_at": None, "runs_fired": 0, "pending_fire_at": None}
+    for rows, written, more in (
+        (edited, columns[:3], {}),
+        (updated, columns, {}),
+        (revived, columns, fresh),  # the old schedule's runs do not count against max_runs
+    ):
         if rows:
             conn.execute(
                 update(schedules)
                 .where(by_name_param)
-                .values(**{c: bindparam(c) for c in written}, deleted=False, **stamp),
+                .values(**{c: bindparam(c) for c in written}, deleted=False, **stamp, **more),
                 rows,
             )
     if inserted:

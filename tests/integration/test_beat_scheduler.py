@@ -259,6 +259,26 @@ def test_max_runs_stops_the_timer_and_says_why(beats: Beats) -> None:
     assert (record.reason, record.count) == (SkipReason.MAX_RUNS, 3)
 
 
+def test_a_schedule_deleted_and_defined_again_starts_afresh(beats: Beats) -> None:
+    """Its old run count would otherwise stop a max_runs schedule for good."""
+    twice = every("twice", max_runs=2)
+    beats.apply(twice)
+    beat = beats.beat()
+    beat.tick()
+    tick_through(beats, beat, 3)
+    assert beats.run_keys("twice") == keys_at("twice", 1, 2)
+    with beats.engine.begin() as conn:
+        catalog.set_pending(conn, "twice", T0)  # a buffered fire the old one left
+        catalog.apply(conn, [], beats.clock())  # deleted
+    tick_through(beats, beat, 1)
+    with beats.engine.begin() as conn:
+        catalog.apply(conn, [twice], beats.clock())  # defined again
+        again = catalog.get(conn, "twice")
+    assert (again.runs_fired, again.last_fire_at, again.pending_fire_at) == (0, None, None)
+    tick_through(beats, beat, 3)
+    assert beats.run_keys("twice") == keys_at("twice", 1, 2, 5, 6)
+
+
 def test_an_applied_edit_changes_the_next_fire_without_restart(beats: Beats) -> None:
     beats.apply(every("pulse", 10))
     beat = beats.beat()
