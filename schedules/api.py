@@ -52,6 +52,17 @@ def zone_of(schedule: Schedule) -> ZoneInfo:
     return ZoneInfo(name)
 
 
+def not_firing(applied: AppliedSchedule) -> str:
+    """Why the timer will not fire `applied`, whatever its definition says, or ""
+    when it may: paused (with the note), or its `max_runs` used up."""
+    if applied.paused:
+        return f"paused ({applied.pause_note})" if applied.pause_note else "paused"
+    limit = applied.schedule.max_runs
+    if limit is not None and applied.runs_fired >= limit:
+        return f"max_runs {limit} reached"
+    return ""
+
+
 @dataclass(frozen=True, slots=True)
 class FireResult:
     """What a trigger or backfill did."""
@@ -96,6 +107,7 @@ class Details:
             "runs_fired": a.runs_fired,
             "buffered_fire": a.pending_fire_at.isoformat() if a.pending_fire_at else None,
             "next_fires": [t.isoformat() for t in self.next_fires],
+            "not_firing": not_firing(a) or None,
             "runs": [r.to_json() for r in self.runs],
             "fires_not_run": [r.to_json() for r in self.not_run],
         }
@@ -126,16 +138,17 @@ class Schedules:
             return catalog.get(conn, name)
 
     def next(self, name: str, n: int = 10, after: datetime | None = None) -> list[datetime]:
-        """The next `n` fires after `after` (default now), in the schedule's time zone."""
-        return self.next_for(self.get(name), n, after)
+        """The next `n` fires after `after` (default now), in the schedule's time zone;
+        none while it does not fire (`not_firing`: paused, or max_runs used up)."""
+        applied = self.get(name)
+        return [] if not_firing(applied) else self.next_for(applied, n, after)
 
     def next_for(
         self, applied: AppliedSchedule, n: int = 10, after: datetime | None = None
     ) -> list[datetime]:
-        """`next` for a schedule already read: no database access, so a listing of
-        many schedules costs one query, not one per schedule. Paused or not is the
-        caller's business: these are the fires the definition has. `n` is 0 to
-        `MAX_FIRES`; anything else raises `ValueError`."""
+        """The fires the definition of a schedule already read has (paused or not,
+        max_runs used up or not: see `not_firing`), with no database access. `n` is
+        0 to `MAX_FIRES`; anything else raises `ValueError`."""
         if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_FIRES:
             raise ValueError(f"n must be a whole number from 0 to {MAX_FIRES}, got {n!r}")
         schedule = applied.schedule
@@ -147,20 +160,21 @@ class Schedules:
         self, applied: Sequence[AppliedSchedule], after: datetime | None = None
     ) -> list[datetime | None]:
         """The next fire of each schedule after `after` (default now, read once), in
-        its time zone; None for a paused one or one that never fires again. What a
-        listing shows, computed together as the beat computes them at start-up."""
+        its time zone; None for one that does not fire (`not_firing`) or never fires
+        again. What a listing shows, computed together as the beat computes them at
+        start-up."""
         after = after or self.clock()
-        active = [a for a in applied if not a.paused]
-        found = iter(timing.first_fires([(a.schedule, after) for a in active]))
+        firing = [a for a in applied if not not_firing(a)]
+        found = iter(timing.first_fires([(a.schedule, after) for a in firing]))
         fires = []
         for a in applied:
-            fire = None if a.paused else next(found)
+            fire = None if not_firing(a) else next(found)
             fires.append(None if fire is None else fire.astimezone(zone_of(a.schedule)))
         return fires
 
     def show(self, name: str, n: int = 10) -> Details:
         applied = self.get(name)
-        upcoming = [] if applied.paused else self.next_for(applied, n)
+        upcoming = [] if not_firing(applied) else self.next_for(applied, n)
         with self.engine.connect() as conn:
             not_run = fires.recent(conn, name, limit=n, skipped_only=True)
         return Details(applied, tuple(upcoming), tuple(self.runs.recent(name, n)), tuple(not_run))

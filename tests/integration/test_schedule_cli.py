@@ -317,3 +317,45 @@ def test_backfill_refuses_a_to_in_the_future_and_a_malformed_from_is_a_usage_err
     assert malformed.exit_code == 2 and "Invalid value for '--from'" in malformed.stderr
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(runs)).scalar_one() == 0
+
+
+def test_list_show_and_next_say_when_and_why_a_schedule_will_not_fire(
+    engine: Engine, tmp_path: Path
+) -> None:
+    cron = Cron("0 7 * * *", "Europe/Berlin")
+    applied(
+        engine,
+        Schedule(name="done", agent="demo", tenant="acme", trigger=cron, max_runs=2),
+        Schedule(name="firing", agent="demo", tenant="acme", trigger=cron, max_runs=3),
+        Schedule(name="resting", agent="demo", tenant="acme", trigger=cron),
+    )
+    with engine.begin() as conn:
+        catalog.record_progress(
+            conn,
+            [catalog.Progress("done", runs_added=2), catalog.Progress("firing", runs_added=2)],
+        )
+        catalog.set_paused(conn, "resting", True, "mail server migration", T0)
+
+    rows = {
+        r["name"]: r
+        for r in json.loads(cli(engine, tmp_path, "schedules", "list", "--json").stdout)
+    }
+    assert (rows["done"]["next_fire"], rows["done"]["not_firing"]) == (None, "max_runs 2 reached")
+    assert rows["resting"]["not_firing"] == "paused (mail server migration)"
+    assert rows["firing"]["next_fire"] and rows["firing"]["not_firing"] is None
+    table = cli(engine, tmp_path, "schedules", "list").stdout
+    assert "none: max_runs 2 reached" in table
+
+    shown = json.loads(cli(engine, tmp_path, "schedules", "show", "done", "--json").stdout)
+    assert (shown["next_fires"], shown["not_firing"]) == ([], "max_runs 2 reached")
+    text = cli(engine, tmp_path, "schedules", "show", "done").stdout
+    assert "  none: will not fire, max_runs 2 reached" in text
+
+    for name, why in (("done", "max_runs 2 reached"), ("resting", "paused (mail server")):
+        upcoming = cli(engine, tmp_path, "schedules", "next", name, "--json")
+        assert upcoming.exit_code == 0 and json.loads(upcoming.stdout) == []
+        assert f"{name} will not fire: {why}" in upcoming.stderr
+        assert cli(engine, tmp_path, "schedules", "next", name).stdout == ""
+    assert (
+        len(json.loads(cli(engine, tmp_path, "schedules", "next", "firing", "--json").stdout)) == 10
+    )

@@ -19,6 +19,7 @@ from schedules.api import (
     BackfillTooLargeError,
     FireResult,
     Schedules,
+    not_firing,
     zone_of,
 )
 from schedules.catalog import Action, AppliedSchedule, ScheduleNotFoundError
@@ -216,6 +217,7 @@ def _row(a: AppliedSchedule, upcoming: datetime | None) -> dict[str, Any]:
         "paused": a.paused,
         "pause_note": a.pause_note,
         "next_fire": upcoming.isoformat() if upcoming else None,
+        "not_firing": not_firing(a) or None,
         "last_fire": last.isoformat() if last else None,
         "runs_fired": a.runs_fired,
         "source": a.schedule.source,
@@ -268,7 +270,7 @@ def list_cmd(obj: Context, name_glob: str | None, limit: int | None, as_json: bo
                 r["name"],
                 r["kind"],
                 r["agent"],
-                r["next_fire"] or "-",
+                r["next_fire"] or (f"none: {r['not_firing']}" if r["not_firing"] else "-"),
                 r["last_fire"] or "-",
                 r["runs_fired"],
                 (r["pause_note"] or "yes") if r["paused"] else "",
@@ -313,7 +315,7 @@ def show_cmd(obj: Context, name: str, count: int, as_json: bool) -> None:
     for at in details.next_fires:
         echo(f"  {at.isoformat()}")
     if not details.next_fires:
-        echo("  none" + (" (paused)" if a.paused else ""))
+        echo(f"  none: will not fire, {data['not_firing']}" if data["not_firing"] else "  none")
     echo("latest runs:")
     for run in details.runs:
         echo(f"  {run.key}  {run.status}  {run.note}".rstrip())
@@ -338,9 +340,12 @@ def show_cmd(obj: Context, name: str, count: int, as_json: bool) -> None:
 @json_option
 @pass_context
 def next_cmd(obj: Context, name: str, count: int, as_json: bool) -> None:
-    """The next N fire times of NAME, in its time zone."""
+    """The next N fire times of NAME, in its time zone; none, and why on stderr, while
+    it will not fire (paused, or max_runs reached)."""
     api = _api(obj)
-    _get(api, name)
+    why = not_firing(_get(api, name))
+    if why:
+        echo(f"{name} will not fire: {why}", err=True)
     times = [t.isoformat() for t in api.next(name, count)]
     if as_json:
         emit_json(times)
