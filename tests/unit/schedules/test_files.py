@@ -314,7 +314,7 @@ timezone = "Europe/Berlin"
 start = 2025-01-01T00:00:00+01:00
 end = 2026-01-01T00:00:00Z
 max_runs = 100
-overlap = "buffer_one"
+overlap = "allow_all"
 catchup = "all"
 catchup_window = "1h"
 time_limit = "15m"
@@ -361,7 +361,7 @@ def test_loads_a_good_toml_file(tmp_path: Path) -> None:
         start=datetime.fromisoformat("2025-01-01T00:00:00+01:00"),
         end=datetime(2026, 1, 1, tzinfo=UTC),
         max_runs=100,
-        overlap=Overlap.BUFFER_ONE,
+        overlap=Overlap.ALLOW_ALL,
         catchup=Catchup.ALL,
         catchup_window=timedelta(hours=1),
         time_limit=timedelta(minutes=15),
@@ -532,6 +532,10 @@ HOSTILE_TOML = [
      0, "agent", "required field is missing"),
     ('name = "x"\nagent = "a"\ntenant = "t"\ncron = "@daily"\n[schedule.payload]\nf = 1.5\nn = nan\n',
      5, "payload", "JSON-serialisable"),
+    ('name = "x"\nagent = "a"\ntenant = "t"\ncron = "@daily"\ncatchup = "all"\n',
+     5, "catchup", "with overlap 'skip' (the default) the missed fires"),
+    ('name = "x"\nagent = "a"\ntenant = "t"\ncron = "@daily"\ncatchup = "all"\noverlap = "buffer_one"\n',
+     5, "catchup", "set overlap = 'allow_all' to run them all at once, or catchup = 'latest'"),
     ('name = "x"\nagent = "a"\ntenant = "t"\nuser = "a\\u0000b"\ncron = "@daily"\n',
      4, "user", "user holds a NUL character (U+0000) at character 2"),
     ('name = "x"\nagent = "a"\ntenant = "t"\ncron = "@daily"\npaused = true\npause_note = "db\\u0000"\n',
