@@ -149,6 +149,12 @@ def test_a_path_without_schedules_deletes_nothing_unless_allowed(
         assert f"warning: skipped {len(visible)} file(s)" in refused.stderr
         assert all(name in refused.stderr for name in visible)
     assert len(stored(engine)) == 3
+    as_json = cli(engine, tmp_path, "schedules", "apply", str(folder), "--json", *flags)
+    assert as_json.exit_code == 3
+    document = json.loads(as_json.stdout)
+    assert (document["changes"], document["pruned"], document["dry_run"]) == ([], False, dry_run)
+    assert "would delete all 3 applied schedules" in document["errors"][-1]
+    assert document["skipped_files"] == visible
 
     allowed = cli(engine, tmp_path, "schedules", "apply", str(folder), "--allow-empty", *flags)
     assert allowed.exit_code == 0, allowed.output

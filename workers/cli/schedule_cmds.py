@@ -22,7 +22,7 @@ from schedules.api import (
     not_firing,
     zone_of,
 )
-from schedules.catalog import Action, AppliedSchedule, ScheduleNotFoundError
+from schedules.catalog import Action, AppliedSchedule, Change, ScheduleNotFoundError
 from schedules.definition import DefinitionError, Overlap
 from schedules.files import LoadResult, ScheduleError, load_path
 from workers.agents import known_agents
@@ -98,29 +98,21 @@ def apply_path(
     with rt.engine.begin() as conn:
         emptied = [] if result.schedules or allow_empty else catalog.plan(conn, [], prune=prune)
         if emptied:
-            echo(
-                f"error: no schedules found in {path}; applying it would delete all "
+            refusal = (
+                f"no schedules found in {path}; applying it would delete all "
                 f"{len(emptied)} applied schedules, so nothing was changed. Check the path, "
-                "or pass --allow-empty to delete them all.",
-                err=True,
+                "or pass --allow-empty to delete them all."
             )
+            echo(f"error: {refusal}", err=True)
+            if as_json:
+                _emit_applied(dry_run, False, [], [*map(str, result.errors), refusal], result)
             return EXIT_INVALID_INPUT
         if dry_run:
             changes = catalog.plan(conn, result.schedules, prune=prune)
         else:  # apply plans as it goes: planning here as well compared everything twice
             changes = catalog.apply(conn, result.schedules, datetime.now(UTC), prune=prune)
     if as_json:
-        emit_json(
-            {
-                "dry_run": dry_run,
-                "pruned": prune,
-                "changes": [
-                    {"name": c.name, "action": c.action.value, "source": c.source} for c in changes
-                ],
-                "errors": [str(e) for e in result.errors],
-                "skipped_files": list(result.skipped),
-            }
-        )
+        _emit_applied(dry_run, prune, changes, [str(e) for e in result.errors], result)
     else:
         verb = "would " if dry_run else ""
         for change in changes:
@@ -143,6 +135,23 @@ def apply_path(
         if result.errors:
             echo("nothing was deleted because of the errors above", err=True)
     return EXIT_INVALID_INPUT if result.errors else 0
+
+
+def _emit_applied(
+    dry_run: bool, pruned: bool, changes: list[Change], errors: list[str], result: LoadResult
+) -> None:
+    """`apply --json`'s one document, also when nothing was applied."""
+    emit_json(
+        {
+            "dry_run": dry_run,
+            "pruned": pruned,
+            "changes": [
+                {"name": c.name, "action": c.action.value, "source": c.source} for c in changes
+            ],
+            "errors": errors,
+            "skipped_files": list(result.skipped),
+        }
+    )
 
 
 def _warn_skipped(skipped: tuple[str, ...]) -> None:
