@@ -365,3 +365,29 @@ def test_list_show_and_next_say_when_and_why_a_schedule_will_not_fire(
     assert (
         len(json.loads(cli(engine, tmp_path, "schedules", "next", "firing", "--json").stdout)) == 10
     )
+
+
+def test_apply_refuses_a_secret_in_a_schedule_and_never_echoes_it(
+    engine: Engine, tmp_path: Path
+) -> None:
+    path = tmp_path / "secrets.toml"
+    path.write_text(
+        DIGEST.format("0 7 * * *")
+        + '[schedule.payload]\nfolder = "INBOX"\npassword = "hunter2"\n\n'
+        + '[[schedule]]\nname = "triage"\nagent = "feed-watcher"\ntenant = "acme"\nevent = true\n'
+        + 'goal = "call the API with api_key=sk-abcdefghijklmnopqrstuvwxyz123456"\n\n'
+        + '[[schedule]]\nname = "clean"\nagent = "feed-watcher"\ntenant = "acme"\nevent = true\n'
+        + '[schedule.payload]\ntoken_count = 5\nnote = "password reset flow"\n'
+    )
+
+    result = cli(engine, tmp_path, "schedules", "apply", str(path))
+    as_json = cli(engine, tmp_path, "schedules", "apply", str(path), "--json")
+
+    assert result.exit_code == 3, result.output
+    assert f"{path}:1: schedule 'digest': field 'payload': payload holds a secret" in result.stderr
+    assert "(password_assignment)" in result.stderr
+    assert f"{path}:10: schedule 'triage': field 'goal': goal holds a secret" in result.stderr
+    for output in (result.output, as_json.output):
+        assert "hunter2" not in output and "abcdefghijklmnop" not in output
+    assert as_json.exit_code == 3 and len(json.loads(as_json.stdout)["errors"]) == 2
+    assert set(stored(engine)) == {"clean"}

@@ -4,6 +4,7 @@ module parses flags and prints."""
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -12,6 +13,7 @@ from typing import Any
 
 import click
 
+from memory.secrets import find_secrets_as_read
 from schedules import catalog
 from schedules.api import (
     MAX_FIRES,
@@ -23,7 +25,7 @@ from schedules.api import (
     zone_of,
 )
 from schedules.catalog import Action, AppliedSchedule, Change, ScheduleNotFoundError
-from schedules.definition import DefinitionError, Overlap
+from schedules.definition import DefinitionError, Overlap, Schedule
 from schedules.files import LoadResult, ScheduleError, load_path
 from workers.agents import known_agents
 from workers.app import create_app
@@ -92,7 +94,7 @@ def apply_path(
     schedules at all (an empty or mistyped folder, only other files) changes nothing
     unless `allow_empty`, when pruning would otherwise delete every applied schedule.
     """
-    result = _with_agent_check(load_path(path), known_agents(rt.settings.agents))
+    result = _with_refusals(load_path(path), known_agents(rt.settings.agents))
     _warn_skipped(result.skipped)
     prune = prune and not result.errors
     with rt.engine.begin() as conn:
@@ -164,24 +166,52 @@ def _warn_skipped(skipped: tuple[str, ...]) -> None:
     )
 
 
-def _with_agent_check(result: LoadResult, agents: dict[str, str]) -> LoadResult:
+def _with_refusals(result: LoadResult, agents: dict[str, str]) -> LoadResult:
+    """`result` with the schedules refused for what only the composition root can
+    check (`schedules/` knows neither the agents nor `memory.secrets`) moved to its
+    errors, each naming the schedule's file and line."""
     good, errors = [], list(result.errors)
     for s in result.schedules:
-        if s.agent in agents:
+        problems = _refusals(s, agents)
+        if not problems:
             good.append(s)
             continue
         file, _, line = s.source.rpartition(":")
-        errors.append(
+        errors += [
             ScheduleError(
                 file=file or s.source,
                 line=int(line) if line.isdigit() else None,
                 schedule=s.name,
-                field="agent",
-                message=f"unknown agent {s.agent!r}; configured agents: "
-                f"{', '.join(sorted(agents))}",
+                field=field,
+                message=message,
             )
-        )
+            for field, message in problems
+        ]
     return replace(result, schedules=tuple(good), errors=tuple(errors))
+
+
+def _refusals(s: Schedule, agents: dict[str, str]) -> list[tuple[str, str]]:
+    """(field, message) for an unknown agent and for each text field holding a secret."""
+    problems = []
+    if s.agent not in agents:
+        configured = ", ".join(sorted(agents))
+        problems.append(("agent", f"unknown agent {s.agent!r}; configured agents: {configured}"))
+    for field, text in (
+        ("goal", s.goal),
+        ("pause_note", s.pause_note),
+        ("payload", json.dumps(s.payload, ensure_ascii=False) if s.payload else ""),
+    ):
+        if found := find_secrets_as_read(text):
+            kinds = ", ".join(sorted({f.kind for f in found}))
+            problems.append(
+                (
+                    field,
+                    f"{field} holds a secret ({kinds}); a definition is stored and shown by "
+                    "`schedules show`: give the agent a name to look the secret up by "
+                    "(an environment variable, a secret store key) instead",
+                )
+            )
+    return problems
 
 
 def _api(obj: Context) -> Schedules:
