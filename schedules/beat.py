@@ -43,9 +43,17 @@ from sqlalchemy.exc import DBAPIError
 from schedules import catalog, lease, timing
 from schedules.catalog import AppliedSchedule, Progress
 from schedules.definition import Heartbeat, Overlap, Schedule
-from schedules.fires import Fire, FireOutcome, FireRecord, SkipReason, record, run_key
+from schedules.fires import (
+    Fire,
+    FireOutcome,
+    FireRecord,
+    SkipReason,
+    record,
+    refused_record,
+    run_key,
+)
 from schedules.policy import GRACE, catch_up, decide
-from schedules.ports import RunPort
+from schedules.ports import RunPort, enqueue_fires
 
 __all__ = ["DatabaseScheduler", "Fire", "run_key"]
 
@@ -334,8 +342,9 @@ class DatabaseScheduler(Scheduler):
                 progress[name] = Progress(name, pending=d.pending, set_pending=True)
         if cancel:
             self.runs.cancel(cancel, "overlap cancel_other: a newer fire replaces it", now)
-        created = set(self.runs.enqueue(fires, now)) if fires else set()
-        records += [_run_record(f, f.run_key in created) for f in fires]
+        created, refused = enqueue_fires(self.runs, fires, now)
+        records += [_run_record(f, f.run_key in created) for f in fires if f.run_key not in refused]
+        records += [self._refused(f, refused[f.run_key]) for f in fires if f.run_key in refused]
         for f in fires:
             if f.run_key in created:
                 log.info(
@@ -356,6 +365,23 @@ class DatabaseScheduler(Scheduler):
             p = progress.get(name, Progress(name))
             progress[name] = replace(p, last_fire_at=handled.get(name), runs_added=started[name])
         self._commit(now, records, list(progress.values()))
+
+    def _refused(self, fire: Fire, why: str) -> FireRecord:
+        """Log a fire whose run the store refused; it is skipped (recorded, and the
+        beat moves past it) so one bad schedule cannot stop the others firing."""
+        log.error(
+            "beat could not start run %s of schedule %s: %s; fire skipped",
+            fire.run_key,
+            fire.schedule.name,
+            why,
+            extra={
+                "action": "beat.refused",
+                "schedule": fire.schedule.name,
+                "run_key": fire.run_key,
+                "holder": self.holder,
+            },
+        )
+        return refused_record(fire, why)
 
     def _needs_run_state(self, name: str, times: list[datetime]) -> bool:
         a = self._applied[name]

@@ -173,43 +173,62 @@ def apply(
 ) -> list[Change]:
     """Make the database match `wanted`; return the changes (unchanged ones included).
 
+    A schedule's pause follows whichever changed last: its file's `paused` and
+    `pause_note`, or `schedules pause`/`resume`. So an edit that leaves the
+    file's pause settings as they were keeps a pause (or resume) made from the
+    command line; an edit of `paused` or `pause_note` in the file replaces it.
+
     One executemany per kind of change: 50,000 new schedules are one statement
     (executed in the driver's batches), not 50,000."""
+    revision = _next_revision(conn)  # first: the plan reads what earlier writers committed
     fingerprints = {s.name: s.fingerprint() for s in wanted}
     changes = _plan(conn, wanted, fingerprints, prune=prune)
-    revision = _next_revision(conn)
     by_name = {s.name: s for s in wanted}
     # A deleted row keeps its name: defining it again updates that row.
     existing = set(conn.execute(select(schedules.c.name)).scalars())
+    said = _pause_in_file(conn, [c.name for c in changes if c.action is Action.UPDATE])
     deleted: list[dict[str, object]] = []
     inserted: list[dict[str, object]] = []
     updated: list[dict[str, object]] = []
+    edited: list[dict[str, object]] = []  # the file's pause as it was: the column's stays
+    revived: list[dict[str, object]] = []  # defined again after a delete: starts afresh
     for change in changes:
         if change.action is Action.DELETE:
             deleted.append({"b_name": change.name})
         elif change.action is not Action.UNCHANGED:
             s = by_name[change.name]
-            row = {
+            row: dict[str, object] = {
                 "b_name": change.name,
                 "definition": json.dumps(s.to_json()),
                 "fingerprint": fingerprints[change.name],
                 "kind": s.kind,
-                "paused": s.paused,
-                "pause_note": s.pause_note,
             }
-            (updated if change.name in existing else inserted).append(row)
+            if said.get(change.name) == (s.paused, s.pause_note):
+                edited.append(row)
+                continue
+            row |= {"paused": s.paused, "pause_note": s.pause_note}
+            if change.name not in existing:
+                inserted.append(row)
+            else:
+                (revived if change.action is Action.CREATE else updated).append(row)
     by_name_param = schedules.c.name == bindparam("b_name")
     stamp = {"revision": revision, "updated_at": now}
     if deleted:
         conn.execute(update(schedules).where(by_name_param).values(deleted=True, **stamp), deleted)
     columns = ("definition", "fingerprint", "kind", "paused", "pause_note")
-    if updated:
-        conn.execute(
-            update(schedules)
-            .where(by_name_param)
-            .values(**{c: bindparam(c) for c in columns}, deleted=False, **stamp),
-            updated,
-        )
+    fresh = {"last_fire_at": None, "runs_fired": 0, "pending_fire_at": None}
+    for rows, written, more in (
+        (edited, columns[:3], {}),
+        (updated, columns, {}),
+        (revived, columns, fresh),  # the old schedule's runs do not count against max_runs
+    ):
+        if rows:
+            conn.execute(
+                update(schedules)
+                .where(by_name_param)
+                .values(**{c: bindparam(c) for c in written}, deleted=False, **stamp, **more),
+                rows,
+            )
     if inserted:
         conn.execute(
             insert(schedules).values(
@@ -221,6 +240,20 @@ def apply(
             inserted,
         )
     return changes
+
+
+def _pause_in_file(conn: Connection, names: Sequence[str]) -> dict[str, tuple[bool, str]]:
+    """What the stored definitions of `names` said about pausing: `(paused,
+    pause_note)` as their file had them when last applied."""
+    said: dict[str, tuple[bool, str]] = {}
+    for start in range(0, len(names), 500):
+        query = select(schedules.c.name, schedules.c.definition).where(
+            schedules.c.name.in_(names[start : start + 500])
+        )
+        for name, text in conn.execute(query):
+            data = load_definition(text)
+            said[name] = (bool(data.get("paused", False)), str(data.get("pause_note", "")))
+    return said
 
 
 def all_schedules(
@@ -271,11 +304,12 @@ def get(conn: Connection, name: str) -> AppliedSchedule:
 
 
 def set_paused(conn: Connection, name: str, paused: bool, note: str, now: datetime) -> None:
+    revision = _next_revision(conn)
     get(conn, name)
     conn.execute(
         update(schedules)
         .where(schedules.c.name == name)
-        .values(paused=paused, pause_note=note, revision=_next_revision(conn), updated_at=now)
+        .values(paused=paused, pause_note=note, revision=revision, updated_at=now)
     )
 
 
@@ -338,5 +372,26 @@ def max_revision(conn: Connection) -> int:
     return int(conn.execute(select(func.coalesce(func.max(schedules.c.revision), 0))).scalar_one())
 
 
+REVISION_LOCK = 0x6E735F7265760001
+"""The PostgreSQL advisory lock key that orders revisions (`_next_revision`)."""
+
+
 def _next_revision(conn: Connection) -> int:
+    """The revision for the rows this transaction changes: one more than any committed.
+
+    The beat reloads rows whose revision is above the highest it has seen, so
+    revisions must become visible in the order they are numbered: a change
+    committed after the beat's read must have a higher number than anything
+    the beat saw. On PostgreSQL (READ COMMITTED) two transactions each reading
+    max + 1 could take the same number, and a sequence would not help either:
+    a transaction holding number 7 may commit after one holding 8 was read. So
+    the number is taken under a transaction-scoped advisory lock, released only
+    at commit or rollback: a second writer waits, and its `max` (a new statement,
+    a new snapshot) sees the first one's commit. Catalog writes are few and short
+    (apply, pause, resume, a backfill's buffered fire); SQLite allows one writer
+    at a time anyway. Rows are never deleted (`deleted` marks them), so `max` only
+    grows.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(select(func.pg_advisory_xact_lock(REVISION_LOCK)))
     return max_revision(conn) + 1

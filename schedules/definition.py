@@ -52,6 +52,13 @@ MIN_HEARTBEAT = timedelta(seconds=1)
 
 _UNUSABLE_ZONES = frozenset({"localtime", "Factory", "posixrules"})
 
+_UNSHOWABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+"""What no text of a schedule may hold: NUL (PostgreSQL text cannot store it, so a
+run row carrying it could never be written), the other C0 and C1 control characters
+and DEL (a terminal obeys them instead of showing them), and lone surrogates (no
+UTF-8 form). Tab and newline are allowed where a field is multi-line text."""
+_UNSHOWABLE_ON_ONE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
 
 class Overlap(enum.StrEnum):
     """What the beat does when a fire is due while the previous run still runs."""
@@ -269,6 +276,8 @@ def _normalised_payload(payload: Any) -> dict[str, Any]:
             "payload", f"payload is larger than {MAX_PAYLOAD_BYTES // 1024} KiB as JSON"
         )
     result: dict[str, Any] = json.loads(encoded)  # a deep copy the caller cannot mutate
+    if problem := _payload_text_problem(result):
+        raise DefinitionError("payload", problem)
     return result
 
 
@@ -297,11 +306,61 @@ def _enum(kind: type[enum.StrEnum], value: Any, name: str) -> Any:
         raise DefinitionError(name, f"{name} must be one of {allowed}; got {value!r}") from None
 
 
-def _require_text(value: Any, name: str, *, empty: bool) -> None:
+def text_problem(value: str, *, multi_line: bool = False) -> str:
+    """What in `value` a schedule's text may not hold, naming the character and where
+    it is but never quoting the text ("holds a NUL character (U+0000) at character
+    4; …"); "" when there is nothing. `multi_line` text may hold tabs and newlines."""
+    found = (_UNSHOWABLE if multi_line else _UNSHOWABLE_ON_ONE_LINE).search(value)
+    if found is None:
+        return ""
+    char = found.group()
+    if char == "\x00":
+        what = "a NUL character"
+    elif "\ud800" <= char <= "\udfff":
+        what = "a lone surrogate (not UTF-8)"
+    else:
+        what = "a control character"
+    allowed = (
+        "tab and newline are the only control characters allowed here"
+        if multi_line
+        else "this field is one line: no control characters, not even tab or newline"
+    )
+    return (
+        f"holds {what} (U+{ord(char):04X}) at character {found.start() + 1}: remove it ({allowed})"
+    )
+
+
+def _require_text(value: Any, name: str, *, empty: bool, multi_line: bool = False) -> None:
     if not isinstance(value, str):
         raise DefinitionError(name, f"{name} must be a string, got {type(value).__name__}")
     if not empty and not value.strip():
         raise DefinitionError(name, f"{name} must not be empty")
+    if problem := text_problem(value, multi_line=multi_line):
+        raise DefinitionError(name, f"{name} {problem}")
+
+
+def _payload_text_problem(payload: Mapping[str, Any]) -> str:
+    """`text_problem` of the first string in a (plain JSON) payload, key or value,
+    that has one, with the path to it: `payload['mail']['folder'] holds …`."""
+    stack: list[tuple[str, Any]] = [("payload", payload)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if problem := text_problem(item, multi_line=True):
+                return f"{path} {problem}"
+            continue
+        if isinstance(item, Mapping):
+            children = []
+            for key, value in item.items():
+                if problem := text_problem(key, multi_line=True):
+                    return f"a key in {path} {problem}"
+                children.append((f"{path}[{key!r}]", value))
+        elif isinstance(item, list):
+            children = [(f"{path}[{i}]", value) for i, value in enumerate(item)]
+        else:
+            continue
+        stack.extend(reversed(children))  # in the order they are written
+    return ""
 
 
 def _require_count(value: Any, name: str, low: int) -> None:
@@ -346,8 +405,13 @@ class Schedule:
             )
         _require_text(self.agent, "agent", empty=False)
         _require_text(self.tenant, "tenant", empty=False)
-        for name in ("user", "goal", "pause_note", "source"):
-            _require_text(getattr(self, name), name, empty=True)
+        _require_text(self.user, "user", empty=True)
+        _require_text(self.goal, "goal", empty=True, multi_line=True)
+        _require_text(self.pause_note, "pause_note", empty=True)
+        if not isinstance(self.source, str):
+            raise DefinitionError(
+                "source", f"source must be a string, got {type(self.source).__name__}"
+            )
         if not isinstance(self.trigger, Cron | Heartbeat | Event):
             raise DefinitionError(
                 "trigger", f"trigger must be Cron, Heartbeat or Event, got {self.trigger!r}"

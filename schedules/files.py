@@ -28,10 +28,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from schedules.definition import (
     ABBREVIATIONS,
+    Catchup,
     Cron,
     DefinitionError,
     Event,
     Heartbeat,
+    Overlap,
     Schedule,
     Trigger,
     abbreviation_problem,
@@ -253,7 +255,7 @@ def _build(entry: _Entry, source: str) -> Schedule:
             + ("catchup_window", "time_limit")
             if getattr(entry, name) is not None
         }
-        return Schedule(
+        schedule = Schedule(
             name=entry.name,
             agent=entry.agent,
             tenant=entry.tenant,
@@ -269,6 +271,26 @@ def _build(entry: _Entry, source: str) -> Schedule:
         )
     except DefinitionError as exc:
         raise _Invalid(_RECORD_TO_FILE.get(exc.field, exc.field), str(exc)) from None
+    _check_catchup_all(schedule, overlap_given=entry.overlap is not None)
+    return schedule
+
+
+def _check_catchup_all(schedule: Schedule, *, overlap_given: bool) -> None:
+    """`catchup = "all"` promises every missed fire a run, and the missed fires are
+    due together: any overlap policy but `allow_all` lets the first run and drops
+    (or buffers one of, or cancels for) the others. A file asking for both is
+    refused rather than keeping one promise silently; a schedule stored before this
+    check keeps firing as it did (the beat does not re-check it)."""
+    if schedule.catchup is not Catchup.ALL or schedule.overlap is Overlap.ALLOW_ALL:
+        return
+    default = "" if overlap_given else " (the default)"
+    raise _Invalid(
+        "catchup",
+        f"catchup 'all' runs every missed fire, but with overlap '{schedule.overlap}'"
+        f"{default} the missed fires, due together, find the first one's run still going "
+        "and all but one would not run: set overlap = 'allow_all' to run them all at "
+        "once, or catchup = 'latest' to run only the newest",
+    )
 
 
 def _validation_problems(exc: ValidationError) -> Iterator[tuple[str | None, str]]:

@@ -46,6 +46,7 @@ class SkipReason(enum.StrEnum):
     INACTIVE_HOURS = "outside_active_hours"
     CATCHUP_WINDOW = "outside_catchup_window"  # missed for longer than catchup_window
     CATCHUP_POLICY = "catchup_policy"  # missed; catchup none, or latest and not the latest
+    REFUSED = "refused"  # the run store refused its run (a value it cannot hold): see detail
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,19 @@ class FireRecord:
             "decided_by": self.decided_by,
             "recorded_at": self.recorded_at.isoformat() if self.recorded_at else None,
         }
+
+
+def refused_record(fire: Fire, why: str) -> FireRecord:
+    """The record of a fire whose run the run store refused (`RunsRefusedError`)."""
+    return FireRecord(
+        fire.schedule.name,
+        fire.fire_time,
+        FireOutcome.SKIPPED,
+        SkipReason.REFUSED,
+        fire.run_key,
+        fire.origin,
+        f"its run could not be stored ({why}); apply the schedule's file again to check it",
+    )
 
 
 def record(

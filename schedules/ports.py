@@ -8,7 +8,7 @@ nothing from `workers/` or `memory/`. Tests use `tests`' in-memory recorder.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -38,11 +38,23 @@ class RunSummary:
         }
 
 
+class RunsRefusedError(Exception):
+    """`RunPort.enqueue` could not create the runs of some fires: their rows hold a
+    value the run store refuses (a stored definition from before a check, say). The
+    other fires' runs were created and sent as usual."""
+
+    def __init__(self, created: Sequence[str], refused: Mapping[str, str]) -> None:
+        super().__init__(f"{len(refused)} run(s) refused: {', '.join(sorted(refused))}")
+        self.created = list(created)  # run keys created and sent
+        self.refused = dict(refused)  # run key -> why, never quoting the values
+
+
 class RunPort(Protocol):
     def enqueue(self, fires: Sequence[Fire], now: datetime) -> list[str]:
         """Create and send a run per fire whose run key is new; return the new keys.
 
-        A key that exists already is neither created nor sent again."""
+        A key that exists already is neither created nor sent again. Fires whose run
+        the store refuses raise `RunsRefusedError` after the others were sent."""
         ...
 
     def active(self, schedules: Collection[str]) -> dict[str, list[str]]:
@@ -56,3 +68,16 @@ class RunPort(Protocol):
     def recent(self, schedule: str, limit: int) -> list[RunSummary]:
         """The schedule's latest runs, newest first."""
         ...
+
+
+def enqueue_fires(
+    runs: RunPort, fires: Sequence[Fire], now: datetime
+) -> tuple[set[str], dict[str, str]]:
+    """`runs.enqueue(fires, now)` as the run keys created and the run keys refused,
+    with why: what the beat, trigger and backfill record for each fire."""
+    if not fires:
+        return set(), {}
+    try:
+        return set(runs.enqueue(fires, now)), {}
+    except RunsRefusedError as error:
+        return set(error.created), error.refused

@@ -13,12 +13,12 @@ from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 
 from celery import Celery
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, exc, select, update
 
 from schedules.api import Schedules
 from schedules.beat import DatabaseScheduler
 from schedules.fires import Fire, Origin
-from schedules.ports import RunPort, RunSummary
+from schedules.ports import RunPort, RunsRefusedError, RunSummary
 from workers import runs
 from workers.enqueue import enqueue, task_id
 from workers.runs import RunRequest, RunStatus
@@ -61,10 +61,22 @@ class CeleryRuns:
     def enqueue(self, fires: Sequence[Fire], now: datetime) -> list[str]:
         # Chunks keep one multi-row INSERT under SQLite's limit of 32,766 bound
         # parameters (a run row has 15): a burst may hold thousands of fires.
+        # A chunk the store refuses created nothing (one transaction); it is tried
+        # again fire by fire, so one bad schedule costs its own fires only.
         created: list[str] = []
+        refused: dict[str, str] = {}
         for start in range(0, len(fires), ENQUEUE_CHUNK):
             chunk = fires[start : start + ENQUEUE_CHUNK]
-            created += enqueue(self.app, [request_for(f) for f in chunk], now)
+            try:
+                created += enqueue(self.app, [request_for(f) for f in chunk], now)
+            except REFUSALS:
+                for fire in chunk:
+                    try:
+                        created += enqueue(self.app, [request_for(fire)], now)
+                    except REFUSALS as error:
+                        refused[fire.run_key] = refusal(error)
+        if refused:
+            raise RunsRefusedError(created, refused)
         return created
 
     def active(self, schedules: Collection[str]) -> dict[str, list[str]]:
@@ -123,6 +135,20 @@ class CeleryRuns:
             )
             for r in found
         ]
+
+
+REFUSALS = (ValueError, TypeError, exc.DataError, exc.IntegrityError)
+"""What creating a run raises when the request holds what the store cannot keep (a
+NUL in PostgreSQL text, a tenant longer than its column, a payload that is not
+JSON), as opposed to the store being out of reach, which the caller handles."""
+
+
+def refusal(error: Exception) -> str:
+    """Why a run was refused, in one line: the driver's message, never the statement
+    or its parameters (which hold the very values refused)."""
+    cause = error.orig if isinstance(error, exc.DBAPIError) and error.orig else error
+    lines = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {lines[0] if lines else ''}"[:300]
 
 
 def request_for(fire: Fire) -> RunRequest:

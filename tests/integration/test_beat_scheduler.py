@@ -259,6 +259,26 @@ def test_max_runs_stops_the_timer_and_says_why(beats: Beats) -> None:
     assert (record.reason, record.count) == (SkipReason.MAX_RUNS, 3)
 
 
+def test_a_schedule_deleted_and_defined_again_starts_afresh(beats: Beats) -> None:
+    """Its old run count would otherwise stop a max_runs schedule for good."""
+    twice = every("twice", max_runs=2)
+    beats.apply(twice)
+    beat = beats.beat()
+    beat.tick()
+    tick_through(beats, beat, 3)
+    assert beats.run_keys("twice") == keys_at("twice", 1, 2)
+    with beats.engine.begin() as conn:
+        catalog.set_pending(conn, "twice", T0)  # a buffered fire the old one left
+        catalog.apply(conn, [], beats.clock())  # deleted
+    tick_through(beats, beat, 1)
+    with beats.engine.begin() as conn:
+        catalog.apply(conn, [twice], beats.clock())  # defined again
+        again = catalog.get(conn, "twice")
+    assert (again.runs_fired, again.last_fire_at, again.pending_fire_at) == (0, None, None)
+    tick_through(beats, beat, 3)
+    assert beats.run_keys("twice") == keys_at("twice", 1, 2, 5, 6)
+
+
 def test_an_applied_edit_changes_the_next_fire_without_restart(beats: Beats) -> None:
     beats.apply(every("pulse", 10))
     beat = beats.beat()
@@ -360,3 +380,43 @@ def test_log_lines_for_fires_name_the_schedule(
     skipped = [r for r in caplog.records if getattr(r, "action", "") == "beat.skipped"]
     assert [r.schedule for r in skipped] == ["resting"]  # type: ignore[attr-defined]
     assert "of schedule resting (paused;" in skipped[0].getMessage()
+
+
+def unchecked(schedule: Schedule, **values: object) -> Schedule:
+    """`schedule` with `values` set past validation: a row stored before a check."""
+    for name, value in values.items():
+        object.__setattr__(schedule, name, value)
+    return schedule
+
+
+def one_bad_among_good(beats: Beats, caplog: pytest.LogCaptureFixture, bad: Schedule) -> None:
+    beats.apply(every("before"), bad, every("zafter"))
+    beat = beats.beat()
+    beat.tick()
+    with caplog.at_level("ERROR", logger="schedules.beat"):
+        tick_through(beats, beat, 2)
+    assert beats.run_keys("before") == keys_at("before", 1, 2)
+    assert beats.run_keys("zafter") == keys_at("zafter", 1, 2)
+    assert beats.run_keys("bad") == []
+    refused = [r for r in caplog.records if getattr(r, "action", "") == "beat.refused"]
+    assert [r.run_key for r in refused] == keys_at("bad", 1, 2)  # type: ignore[attr-defined]
+    [skipped] = not_run(beats, "bad")
+    assert (skipped.reason, skipped.count) == (SkipReason.REFUSED, 2)
+    assert "could not be stored" in skipped.detail
+    with beats.engine.connect() as conn:
+        assert catalog.get(conn, "bad").last_fire_at == T0 + timedelta(seconds=2)  # moved on
+
+
+def test_a_schedule_whose_run_is_refused_is_skipped_and_the_others_fire(
+    beats: Beats, caplog: pytest.LogCaptureFixture
+) -> None:
+    one_bad_among_good(beats, caplog, unchecked(every("bad"), payload={"n": float("nan")}))
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_stored_nul_fails_only_its_own_schedule_on_postgresql(
+    beats: Beats, caplog: pytest.LogCaptureFixture
+) -> None:
+    """PostgreSQL text cannot hold a NUL: such a row failed every tick of the beat."""
+    one_bad_among_good(beats, caplog, unchecked(every("bad"), user="ana\x00"))
+    assert "cannot contain NUL" in not_run(beats, "bad")[0].detail

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from schedules.api import MAX_BACKFILL, BackfillTooLargeError, Schedules
+from schedules.api import MAX_BACKFILL, BackfillRangeError, BackfillTooLargeError, Schedules
 from schedules.catalog import ScheduleNotFoundError
-from schedules.definition import Cron, Heartbeat, Overlap, Schedule
+from schedules.definition import Cron, DefinitionError, Heartbeat, Overlap, Schedule
 from schedules.fires import FireOutcome, SkipReason, run_key
 from tests.integration.beat_fixtures import T0, Beats, make_beats
 from workers.beat import schedules_api
@@ -62,6 +62,39 @@ def test_pause_resume_and_show(beats: Beats, api: Schedules) -> None:
     assert shown.to_json()["definition"]["trigger"]["timezone"] == "Europe/Berlin"
 
 
+def test_a_command_line_pause_survives_an_edit_until_the_file_changes_its_pause(
+    beats: Beats, api: Schedules
+) -> None:
+    """The pause follows whichever changed last: the file's paused/pause_note, or
+    `schedules pause`/`resume`."""
+
+    def state() -> tuple[bool, str]:
+        applied = api.get("nightly")
+        return applied.paused, applied.pause_note
+
+    beats.apply(BERLIN_0230)
+    api.pause("nightly", note="mail server migration")
+    beats.apply(BERLIN_0230.replace(goal="summarise"))  # an edit of something else
+    assert state() == (True, "mail server migration")
+    beats.apply(BERLIN_0230.replace(goal="summarise", paused=True, pause_note="retired"))
+    assert state() == (True, "retired")  # the file changed its pause: it wins
+    api.resume("nightly")
+    beats.apply(BERLIN_0230.replace(goal="digest", paused=True, pause_note="retired"))
+    assert state() == (False, "")  # a resume survives an edit too
+    beats.apply(BERLIN_0230.replace(goal="digest"))  # the file unpauses: already so
+    assert state() == (False, "")
+    api.pause("nightly")
+    beats.apply(BERLIN_0230.replace(goal="digest", paused=True, pause_note="file says"))
+    assert state() == (True, "file says")
+
+
+def test_a_pause_note_with_a_control_character_is_refused(beats: Beats, api: Schedules) -> None:
+    beats.apply(BERLIN_0230)
+    with pytest.raises(DefinitionError, match=r"note holds a NUL character \(U\+0000\)"):
+        api.pause("nightly", note="db\x00move")
+    assert not api.get("nightly").paused
+
+
 def test_unknown_names_say_so(api: Schedules) -> None:
     with pytest.raises(ScheduleNotFoundError, match="no schedule named 'ghost'"):
         api.show("ghost")
@@ -81,8 +114,13 @@ def test_trigger_runs_now_and_respects_overlap(beats: Beats, api: Schedules) -> 
     assert [r.reason for r in shown.not_run] == [SkipReason.OVERLAP]
 
 
+APRIL = datetime(2026, 4, 1, tzinfo=UTC)
+"""A clock after the March ranges the backfill tests run: a backfill ends by now."""
+
+
 def test_backfill_runs_each_fire_once_even_when_repeated(beats: Beats, api: Schedules) -> None:
     beats.apply(BERLIN_0230)
+    beats.clock.at = APRIL
     start, end = datetime(2026, 3, 27, tzinfo=UTC), datetime(2026, 3, 31, tzinfo=UTC)
     done = api.backfill("nightly", start, end, overlap=Overlap.ALLOW_ALL)
     expected = [
@@ -101,6 +139,7 @@ def test_backfill_with_skip_runs_the_first_and_records_the_rest(
     beats: Beats, api: Schedules
 ) -> None:
     beats.apply(BERLIN_0230)
+    beats.clock.at = APRIL
     done = api.backfill(
         "nightly", datetime(2026, 3, 27, tzinfo=UTC), datetime(2026, 3, 29, tzinfo=UTC)
     )
@@ -112,6 +151,7 @@ def test_backfill_with_skip_runs_the_first_and_records_the_rest(
 
 def test_backfill_buffer_one_leaves_one_fire_for_the_beat(beats: Beats, api: Schedules) -> None:
     beats.apply(BERLIN_0230)
+    beats.clock.at = APRIL
     done = api.backfill(
         "nightly",
         datetime(2026, 3, 27, tzinfo=UTC),
@@ -134,6 +174,20 @@ def test_backfill_refuses_a_range_too_large(beats: Beats, api: Schedules) -> Non
     beats.apply(
         Schedule(name="fast", agent="demo", tenant="acme", trigger=Heartbeat(timedelta(seconds=1)))
     )
+    beats.clock.advance(MAX_BACKFILL + 5)
     with pytest.raises(BackfillTooLargeError, match="backfill a shorter range"):
         api.backfill("fast", T0, T0 + timedelta(seconds=MAX_BACKFILL + 5))
     assert beats.run_keys("fast") == []
+
+
+def test_backfill_refuses_a_range_that_ends_in_the_future(beats: Beats, api: Schedules) -> None:
+    """Fires still to come are the timer's: run now, they took the run keys the
+    timer would use, and the real fires were later dropped as duplicates."""
+    beats.apply(BERLIN_0230)
+    with pytest.raises(BackfillRangeError, match="the backfill ends in the future"):
+        api.backfill("nightly", T0 - timedelta(days=2), T0 + timedelta(days=2))
+    with pytest.raises(BackfillRangeError, match="ends .* before it starts"):
+        api.backfill("nightly", T0 - timedelta(days=1), T0 - timedelta(days=2))
+    assert beats.run_keys("nightly") == []
+    done = api.backfill("nightly", T0 - timedelta(days=2), T0)  # up to now is fine
+    assert len(done.started) == 1

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func, select
 
 from schedules import catalog
 from schedules.definition import Cron, Event, Heartbeat, Schedule
 from tests.integration.sql_watch import Statements
 from workers.cli import main_group
+from workers.tables import runs
 
 pytestmark = pytest.mark.integration
 
@@ -148,6 +149,12 @@ def test_a_path_without_schedules_deletes_nothing_unless_allowed(
         assert f"warning: skipped {len(visible)} file(s)" in refused.stderr
         assert all(name in refused.stderr for name in visible)
     assert len(stored(engine)) == 3
+    as_json = cli(engine, tmp_path, "schedules", "apply", str(folder), "--json", *flags)
+    assert as_json.exit_code == 3
+    document = json.loads(as_json.stdout)
+    assert (document["changes"], document["pruned"], document["dry_run"]) == ([], False, dry_run)
+    assert "would delete all 3 applied schedules" in document["errors"][-1]
+    assert document["skipped_files"] == visible
 
     allowed = cli(engine, tmp_path, "schedules", "apply", str(folder), "--allow-empty", *flags)
     assert allowed.exit_code == 0, allowed.output
@@ -221,7 +228,9 @@ def test_apply_writes_each_kind_of_change_in_one_statement(engine: Engine) -> No
     again = [*edited, *first[30:35]]  # five defined again: their deleted rows come back
     counts, sent = apply(*again)
     assert counts == {"unchanged": 30, "create": 5}
-    assert len(few_kinds) == len(sent) + 1  # the deletes are one more statement, not ten
+    # the deletes are one more statement, not ten; reading what the edited rows' file
+    # said about pausing one more (`catalog.apply` keeps a command-line pause)
+    assert len(few_kinds) == len(sent) + 2
 
     with engine.connect() as conn:
         stored = {a.name: a for a in catalog.all_schedules(conn)}
@@ -257,3 +266,128 @@ def test_a_mistake_repeated_in_every_schedule_prints_the_first_errors_and_a_coun
     as_json = cli(engine, tmp_path, "schedules", "apply", str(path), "--json")
     assert as_json.exit_code == 3 and len(json.loads(as_json.stdout)["errors"]) == 300
     assert stored(engine) == {}
+
+
+@pytest.mark.parametrize(
+    ("lines", "at", "field"),
+    [
+        ('user = "ana\\u0000"', 6, "user"),
+        ('paused = true\npause_note = "db\\u0000move"', 7, "pause_note"),
+        ('goal = "sum\\u001b[2Jup"', 6, "goal"),
+        ('[schedule.payload]\nfolder = "IN\\u0000BOX"', 6, "payload"),
+    ],
+    ids=["user", "pause_note", "goal", "payload"],
+)
+def test_control_characters_are_refused_at_apply_and_nothing_is_stored(
+    engine: Engine, tmp_path: Path, lines: str, at: int, field: str
+) -> None:
+    """PostgreSQL text cannot hold a NUL: stored, it failed every tick of the beat."""
+    path = tmp_path / "nul.toml"
+    path.write_text(DIGEST.format("0 7 * * *") + lines + "\n")
+
+    result = cli(engine, tmp_path, "schedules", "apply", str(path))
+
+    assert result.exit_code == 3, result.output
+    assert "Traceback" not in result.output
+    assert f"{path}:{at}: schedule 'digest': field '{field}':" in result.stderr
+    assert stored(engine) == {}
+
+
+def test_pause_refuses_a_note_with_a_control_character(engine: Engine, tmp_path: Path) -> None:
+    applied(engine, Schedule(name="digest", agent="demo", tenant="acme", trigger=Event()))
+
+    result = cli(engine, tmp_path, "schedules", "pause", "digest", "--note", "mail\x1b[2J")
+
+    assert result.exit_code == 2 and "Invalid value for '--note'" in result.stderr
+    assert "Traceback" not in result.output
+    assert not stored_applied(engine, "digest").paused
+
+
+def stored_applied(engine: Engine, name: str) -> catalog.AppliedSchedule:
+    with engine.connect() as conn:
+        return catalog.get(conn, name)
+
+
+def test_backfill_refuses_a_to_in_the_future_and_a_malformed_from_is_a_usage_error(
+    engine: Engine, tmp_path: Path
+) -> None:
+    applied(engine, Schedule(name="digest", agent="demo", tenant="acme", trigger=Cron("@daily")))
+    backfill = ("schedules", "backfill", "digest", "--from", "2026-03-01T00:00:00Z", "--to")
+
+    future = cli(engine, tmp_path, *backfill, "2100-01-01T00:00:00Z")
+    assert future.exit_code == 3, future.output
+    assert "the backfill ends in the future" in future.stderr
+    backwards = cli(engine, tmp_path, *backfill, "2026-02-01T00:00:00Z")
+    assert backwards.exit_code == 3 and "before it starts" in backwards.stderr
+    malformed = cli(engine, tmp_path, *backfill[:4], "yesterday", "--to", "2026-03-02T00:00:00Z")
+    assert malformed.exit_code == 2 and "Invalid value for '--from'" in malformed.stderr
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(runs)).scalar_one() == 0
+
+
+def test_list_show_and_next_say_when_and_why_a_schedule_will_not_fire(
+    engine: Engine, tmp_path: Path
+) -> None:
+    cron = Cron("0 7 * * *", "Europe/Berlin")
+    applied(
+        engine,
+        Schedule(name="done", agent="demo", tenant="acme", trigger=cron, max_runs=2),
+        Schedule(name="firing", agent="demo", tenant="acme", trigger=cron, max_runs=3),
+        Schedule(name="resting", agent="demo", tenant="acme", trigger=cron),
+    )
+    with engine.begin() as conn:
+        catalog.record_progress(
+            conn,
+            [catalog.Progress("done", runs_added=2), catalog.Progress("firing", runs_added=2)],
+        )
+        catalog.set_paused(conn, "resting", True, "mail server migration", T0)
+
+    rows = {
+        r["name"]: r
+        for r in json.loads(cli(engine, tmp_path, "schedules", "list", "--json").stdout)
+    }
+    assert (rows["done"]["next_fire"], rows["done"]["not_firing"]) == (None, "max_runs 2 reached")
+    assert rows["resting"]["not_firing"] == "paused (mail server migration)"
+    assert rows["firing"]["next_fire"] and rows["firing"]["not_firing"] is None
+    table = cli(engine, tmp_path, "schedules", "list").stdout
+    assert "none: max_runs 2 reached" in table
+
+    shown = json.loads(cli(engine, tmp_path, "schedules", "show", "done", "--json").stdout)
+    assert (shown["next_fires"], shown["not_firing"]) == ([], "max_runs 2 reached")
+    text = cli(engine, tmp_path, "schedules", "show", "done").stdout
+    assert "  none: will not fire, max_runs 2 reached" in text
+
+    for name, why in (("done", "max_runs 2 reached"), ("resting", "paused (mail server")):
+        upcoming = cli(engine, tmp_path, "schedules", "next", name, "--json")
+        assert upcoming.exit_code == 0 and json.loads(upcoming.stdout) == []
+        assert f"{name} will not fire: {why}" in upcoming.stderr
+        assert cli(engine, tmp_path, "schedules", "next", name).stdout == ""
+    assert (
+        len(json.loads(cli(engine, tmp_path, "schedules", "next", "firing", "--json").stdout)) == 10
+    )
+
+
+def test_apply_refuses_a_secret_in_a_schedule_and_never_echoes_it(
+    engine: Engine, tmp_path: Path
+) -> None:
+    path = tmp_path / "secrets.toml"
+    path.write_text(
+        DIGEST.format("0 7 * * *")
+        + '[schedule.payload]\nfolder = "INBOX"\npassword = "hunter2"\n\n'
+        + '[[schedule]]\nname = "triage"\nagent = "feed-watcher"\ntenant = "acme"\nevent = true\n'
+        + 'goal = "call the API with api_key=sk-abcdefghijklmnopqrstuvwxyz123456"\n\n'
+        + '[[schedule]]\nname = "clean"\nagent = "feed-watcher"\ntenant = "acme"\nevent = true\n'
+        + '[schedule.payload]\ntoken_count = 5\nnote = "password reset flow"\n'
+    )
+
+    result = cli(engine, tmp_path, "schedules", "apply", str(path))
+    as_json = cli(engine, tmp_path, "schedules", "apply", str(path), "--json")
+
+    assert result.exit_code == 3, result.output
+    assert f"{path}:1: schedule 'digest': field 'payload': payload holds a secret" in result.stderr
+    assert "(password_assignment)" in result.stderr
+    assert f"{path}:10: schedule 'triage': field 'goal': goal holds a secret" in result.stderr
+    for output in (result.output, as_json.output):
+        assert "hunter2" not in output and "abcdefghijklmnop" not in output
+    assert as_json.exit_code == 3 and len(json.loads(as_json.stdout)["errors"]) == 2
+    assert set(stored(engine)) == {"clean"}

@@ -4,6 +4,7 @@ module parses flags and prints."""
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -12,10 +13,19 @@ from typing import Any
 
 import click
 
+from memory.secrets import find_secrets_as_read
 from schedules import catalog
-from schedules.api import MAX_FIRES, BackfillTooLargeError, FireResult, Schedules, zone_of
-from schedules.catalog import Action, AppliedSchedule, ScheduleNotFoundError
-from schedules.definition import Overlap
+from schedules.api import (
+    MAX_FIRES,
+    BackfillRangeError,
+    BackfillTooLargeError,
+    FireResult,
+    Schedules,
+    not_firing,
+    zone_of,
+)
+from schedules.catalog import Action, AppliedSchedule, Change, ScheduleNotFoundError
+from schedules.definition import DefinitionError, Overlap, Schedule
 from schedules.files import LoadResult, ScheduleError, load_path
 from workers.agents import known_agents
 from workers.app import create_app
@@ -84,35 +94,27 @@ def apply_path(
     schedules at all (an empty or mistyped folder, only other files) changes nothing
     unless `allow_empty`, when pruning would otherwise delete every applied schedule.
     """
-    result = _with_agent_check(load_path(path), known_agents(rt.settings.agents))
+    result = _with_refusals(load_path(path), known_agents(rt.settings.agents))
     _warn_skipped(result.skipped)
     prune = prune and not result.errors
     with rt.engine.begin() as conn:
         emptied = [] if result.schedules or allow_empty else catalog.plan(conn, [], prune=prune)
         if emptied:
-            echo(
-                f"error: no schedules found in {path}; applying it would delete all "
+            refusal = (
+                f"no schedules found in {path}; applying it would delete all "
                 f"{len(emptied)} applied schedules, so nothing was changed. Check the path, "
-                "or pass --allow-empty to delete them all.",
-                err=True,
+                "or pass --allow-empty to delete them all."
             )
+            echo(f"error: {refusal}", err=True)
+            if as_json:
+                _emit_applied(dry_run, False, [], [*map(str, result.errors), refusal], result)
             return EXIT_INVALID_INPUT
         if dry_run:
             changes = catalog.plan(conn, result.schedules, prune=prune)
         else:  # apply plans as it goes: planning here as well compared everything twice
             changes = catalog.apply(conn, result.schedules, datetime.now(UTC), prune=prune)
     if as_json:
-        emit_json(
-            {
-                "dry_run": dry_run,
-                "pruned": prune,
-                "changes": [
-                    {"name": c.name, "action": c.action.value, "source": c.source} for c in changes
-                ],
-                "errors": [str(e) for e in result.errors],
-                "skipped_files": list(result.skipped),
-            }
-        )
+        _emit_applied(dry_run, prune, changes, [str(e) for e in result.errors], result)
     else:
         verb = "would " if dry_run else ""
         for change in changes:
@@ -137,6 +139,23 @@ def apply_path(
     return EXIT_INVALID_INPUT if result.errors else 0
 
 
+def _emit_applied(
+    dry_run: bool, pruned: bool, changes: list[Change], errors: list[str], result: LoadResult
+) -> None:
+    """`apply --json`'s one document, also when nothing was applied."""
+    emit_json(
+        {
+            "dry_run": dry_run,
+            "pruned": pruned,
+            "changes": [
+                {"name": c.name, "action": c.action.value, "source": c.source} for c in changes
+            ],
+            "errors": errors,
+            "skipped_files": list(result.skipped),
+        }
+    )
+
+
 def _warn_skipped(skipped: tuple[str, ...]) -> None:
     if not skipped:
         return
@@ -147,24 +166,52 @@ def _warn_skipped(skipped: tuple[str, ...]) -> None:
     )
 
 
-def _with_agent_check(result: LoadResult, agents: dict[str, str]) -> LoadResult:
+def _with_refusals(result: LoadResult, agents: dict[str, str]) -> LoadResult:
+    """`result` with the schedules refused for what only the composition root can
+    check (`schedules/` knows neither the agents nor `memory.secrets`) moved to its
+    errors, each naming the schedule's file and line."""
     good, errors = [], list(result.errors)
     for s in result.schedules:
-        if s.agent in agents:
+        problems = _refusals(s, agents)
+        if not problems:
             good.append(s)
             continue
         file, _, line = s.source.rpartition(":")
-        errors.append(
+        errors += [
             ScheduleError(
                 file=file or s.source,
                 line=int(line) if line.isdigit() else None,
                 schedule=s.name,
-                field="agent",
-                message=f"unknown agent {s.agent!r}; configured agents: "
-                f"{', '.join(sorted(agents))}",
+                field=field,
+                message=message,
             )
-        )
+            for field, message in problems
+        ]
     return replace(result, schedules=tuple(good), errors=tuple(errors))
+
+
+def _refusals(s: Schedule, agents: dict[str, str]) -> list[tuple[str, str]]:
+    """(field, message) for an unknown agent and for each text field holding a secret."""
+    problems = []
+    if s.agent not in agents:
+        configured = ", ".join(sorted(agents))
+        problems.append(("agent", f"unknown agent {s.agent!r}; configured agents: {configured}"))
+    for field, text in (
+        ("goal", s.goal),
+        ("pause_note", s.pause_note),
+        ("payload", json.dumps(s.payload, ensure_ascii=False) if s.payload else ""),
+    ):
+        if found := find_secrets_as_read(text):
+            kinds = ", ".join(sorted({f.kind for f in found}))
+            problems.append(
+                (
+                    field,
+                    f"{field} holds a secret ({kinds}); a definition is stored and shown by "
+                    "`schedules show`: give the agent a name to look the secret up by "
+                    "(an environment variable, a secret store key) instead",
+                )
+            )
+    return problems
 
 
 def _api(obj: Context) -> Schedules:
@@ -209,6 +256,7 @@ def _row(a: AppliedSchedule, upcoming: datetime | None) -> dict[str, Any]:
         "paused": a.paused,
         "pause_note": a.pause_note,
         "next_fire": upcoming.isoformat() if upcoming else None,
+        "not_firing": not_firing(a) or None,
         "last_fire": last.isoformat() if last else None,
         "runs_fired": a.runs_fired,
         "source": a.schedule.source,
@@ -261,7 +309,7 @@ def list_cmd(obj: Context, name_glob: str | None, limit: int | None, as_json: bo
                 r["name"],
                 r["kind"],
                 r["agent"],
-                r["next_fire"] or "-",
+                r["next_fire"] or (f"none: {r['not_firing']}" if r["not_firing"] else "-"),
                 r["last_fire"] or "-",
                 r["runs_fired"],
                 (r["pause_note"] or "yes") if r["paused"] else "",
@@ -306,7 +354,7 @@ def show_cmd(obj: Context, name: str, count: int, as_json: bool) -> None:
     for at in details.next_fires:
         echo(f"  {at.isoformat()}")
     if not details.next_fires:
-        echo("  none" + (" (paused)" if a.paused else ""))
+        echo(f"  none: will not fire, {data['not_firing']}" if data["not_firing"] else "  none")
     echo("latest runs:")
     for run in details.runs:
         echo(f"  {run.key}  {run.status}  {run.note}".rstrip())
@@ -331,9 +379,12 @@ def show_cmd(obj: Context, name: str, count: int, as_json: bool) -> None:
 @json_option
 @pass_context
 def next_cmd(obj: Context, name: str, count: int, as_json: bool) -> None:
-    """The next N fire times of NAME, in its time zone."""
+    """The next N fire times of NAME, in its time zone; none, and why on stderr, while
+    it will not fire (paused, or max_runs reached)."""
     api = _api(obj)
-    _get(api, name)
+    why = not_firing(_get(api, name))
+    if why:
+        echo(f"{name} will not fire: {why}", err=True)
     times = [t.isoformat() for t in api.next(name, count)]
     if as_json:
         emit_json(times)
@@ -351,7 +402,10 @@ def pause_cmd(obj: Context, name: str, note: str, as_json: bool) -> None:
     """Stop NAME from firing (its fires are recorded as paused) until `resume`."""
     api = _api(obj)
     _get(api, name)
-    api.pause(name, note)
+    try:
+        api.pause(name, note)
+    except DefinitionError as error:
+        raise click.BadParameter(str(error), param_hint="'--note'") from None
     _said(as_json, {"name": name, "paused": True, "note": note}, f"paused {name}")
 
 
@@ -389,15 +443,13 @@ def trigger_cmd(obj: Context, name: str, overlap: str | None, as_json: bool) -> 
 def backfill_cmd(
     obj: Context, name: str, start: datetime, end: datetime, overlap: str | None, as_json: bool
 ) -> None:
-    """Run the fires NAME had between --from and --to. A fire that already ran is not
-    run again (same run key)."""
-    if end < start:
-        raise InvalidInput(f"--to {end.isoformat()} is before --from {start.isoformat()}")
+    """Run the fires NAME had between --from and --to (not later than now). A fire
+    that already ran is not run again (same run key)."""
     api = _api(obj)
     _get(api, name)
     try:
         result = api.backfill(name, start, end, overlap=Overlap(overlap) if overlap else None)
-    except BackfillTooLargeError as error:
+    except (BackfillRangeError, BackfillTooLargeError) as error:
         raise InvalidInput(str(error)) from None
     _report(result, as_json)
 

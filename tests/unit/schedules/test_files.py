@@ -191,6 +191,18 @@ RECORD_ERRORS = [
     (lambda: make(payload={"n": float("nan")}), "payload", "JSON-serialisable"),
     (lambda: make(payload={1: "x"}), "payload", "keys must be strings"),
     (lambda: make(payload={"big": "x" * 70_000}), "payload", "larger than 64 KiB"),
+    (lambda: make(user="ana\x00"), "user", "user holds a NUL character (U+0000) at character 4"),
+    (lambda: make(tenant="ac\x1bme"), "tenant", "tenant holds a control character (U+001B)"),
+    (lambda: make(agent="mail\ner"), "agent", "one line: no control characters"),
+    (lambda: make(pause_note="a\tb"), "pause_note", "not even tab or newline"),
+    (lambda: make(goal="sum\x07up"), "goal", "tab and newline are the only control characters"),
+    (lambda: make(goal="a\rb"), "goal", "control character (U+000D)"),
+    (lambda: make(goal="\x85"), "goal", "control character (U+0085)"),
+    (lambda: make(goal="\ud800"), "goal", "a lone surrogate (not UTF-8) (U+D800)"),
+    (lambda: make(payload={"mail": {"folders": ["ok", "IN\x00BOX"]}}), "payload",
+     "payload['mail']['folders'][1] holds a NUL character (U+0000) at character 3"),
+    (lambda: make(payload={"mail": {"fol\x00der": 1}}), "payload",
+     "a key in payload['mail'] holds a NUL character"),
 ]  # fmt: skip
 
 
@@ -202,6 +214,20 @@ def test_records_refuse_invalid_definitions(build: Any, field: str, message: str
     assert isinstance(caught.value, ValueError)
     assert caught.value.field == field
     assert message in str(caught.value)
+
+
+def test_multi_line_text_may_hold_tabs_and_newlines() -> None:
+    schedule = make(goal="Summarise:\n\t- mail", payload={"body": "Hi,\n\tthanks"})
+
+    assert schedule.goal == "Summarise:\n\t- mail"
+    assert schedule.payload == {"body": "Hi,\n\tthanks"}
+
+
+def test_a_refused_character_never_quotes_the_text() -> None:
+    with pytest.raises(DefinitionError) as caught:
+        make(payload={"password": "hunter\x002"})
+
+    assert "hunter" not in str(caught.value)
 
 
 @pytest.mark.parametrize(
@@ -288,7 +314,7 @@ timezone = "Europe/Berlin"
 start = 2025-01-01T00:00:00+01:00
 end = 2026-01-01T00:00:00Z
 max_runs = 100
-overlap = "buffer_one"
+overlap = "allow_all"
 catchup = "all"
 catchup_window = "1h"
 time_limit = "15m"
@@ -335,7 +361,7 @@ def test_loads_a_good_toml_file(tmp_path: Path) -> None:
         start=datetime.fromisoformat("2025-01-01T00:00:00+01:00"),
         end=datetime(2026, 1, 1, tzinfo=UTC),
         max_runs=100,
-        overlap=Overlap.BUFFER_ONE,
+        overlap=Overlap.ALLOW_ALL,
         catchup=Catchup.ALL,
         catchup_window=timedelta(hours=1),
         time_limit=timedelta(minutes=15),
@@ -506,6 +532,20 @@ HOSTILE_TOML = [
      0, "agent", "required field is missing"),
     ('name = "x"\nagent = "a"\ntenant = "t"\ncron = "@daily"\n[schedule.payload]\nf = 1.5\nn = nan\n',
      5, "payload", "JSON-serialisable"),
+    ('name = "x"\nagent = "a"\ntenant = "t"\ncron = "@daily"\ncatchup = "all"\n',
+     5, "catchup", "with overlap 'skip' (the default) the missed fires"),
+    ('name = "x"\nagent = "a"\ntenant = "t"\ncron = "@daily"\ncatchup = "all"\noverlap = "buffer_one"\n',
+     5, "catchup", "set overlap = 'allow_all' to run them all at once, or catchup = 'latest'"),
+    ('name = "x"\nagent = "a"\ntenant = "t"\nuser = "a\\u0000b"\ncron = "@daily"\n',
+     4, "user", "user holds a NUL character (U+0000) at character 2"),
+    ('name = "x"\nagent = "a"\ntenant = "t"\ncron = "@daily"\npaused = true\npause_note = "db\\u0000"\n',
+     6, "pause_note", "pause_note holds a NUL character"),
+    ('name = "x"\nagent = "a"\ntenant = "t\\u001b[2J"\ncron = "@daily"\n',
+     3, "tenant", "tenant holds a control character (U+001B)"),
+    ('name = "x"\nagent = "a"\ntenant = "t"\ngoal = "go\\u0000"\ncron = "@daily"\n',
+     4, "goal", "goal holds a NUL character"),
+    ('name = "x"\nagent = "a"\ntenant = "t"\ncron = "@daily"\n[schedule.payload]\nfolder = "IN\\u0000BOX"\n',
+     5, "payload", "payload['folder'] holds a NUL character (U+0000) at character 3"),
 ]  # fmt: skip
 
 
@@ -671,6 +711,19 @@ def test_yaml_entry_that_is_not_a_mapping(tmp_path: Path) -> None:
     error = only_error(load_path(path))
 
     assert (error.line, error.message) == (2, "a schedule must be a table of fields, got str")
+
+
+def test_yaml_control_characters_are_refused_with_their_line(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "nul.yaml",
+        'name: x\nagent: a\ntenant: t\ncron: "@daily"\nuser: "ana\\0"\n',
+    )
+
+    error = only_error(load_path(path))
+
+    assert (error.line, error.field) == (5, "user")
+    assert "user holds a NUL character (U+0000) at character 4" in error.message
 
 
 def test_yaml_naive_datetime_is_refused(tmp_path: Path) -> None:
