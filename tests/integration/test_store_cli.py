@@ -348,3 +348,23 @@ def test_a_scope_part_the_store_cannot_hold_is_a_usage_error(store: Store) -> No
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "Invalid value for '--user'" in result.output
     assert "scope user has 200 characters, more than 128" in result.output
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "secret"),
+    [
+        ("--agent", "xoxb-123456789012-abcdefghijkl", "123456789012"),
+        ("--user", "password=ScopeHunter1", "ScopeHunter1"),
+        ("--user", "sk_live_abcdefghij0123456789", "abcdefghij0123456789"),
+        ("--user", "4111111111111111", "4111111111111111"),
+        ("--tenant", "sk_live_abcdefghij0123456789", "abcdefghij0123456789"),
+    ],
+)
+def test_write_refuses_a_scope_holding_a_secret_before_sending_it(
+    store: Store, flag: str, value: str, secret: str
+) -> None:
+    scope = {"--tenant": "acme", "--user": "ana", "--agent": "triage", flag: value}
+    args = [a for pair in scope.items() for a in pair]
+    result = cli(store, "write", *args, "--content", "renewal in March")
+    assert result.exit_code == 2 and f"Invalid value for '{flag}'" in result.output
+    assert "holds a secret" in result.output and secret not in result.output

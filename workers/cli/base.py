@@ -13,7 +13,7 @@ import click
 from sqlalchemy import exc
 
 from memory.engine import missing_sqlite_file, safe_url
-from memory.storable import SCOPE_LIMITS, text_problems
+from memory.storable import scope_part_problems
 from workers import schema
 from workers.runtime import Runtime
 from workers.settings import Settings, SettingsError
@@ -194,15 +194,14 @@ def storable_scope_part(
     part: str, *, empty_ok: bool = True
 ) -> Callable[[click.Context, click.Parameter, Any], Any]:
     """A click callback for the scope part `part` (tenant, user, agent): one the store
-    cannot hold (too long, a NUL), or an empty one where `empty_ok` is false, is a
-    usage error naming the option, not a traceback from deeper down."""
+    cannot hold (too long, a NUL, a secret: `memory.storable.scope_part_problems`), or
+    an empty one where `empty_ok` is false, is a usage error naming the option, not a
+    traceback from deeper down (and a secret is never sent on to the writer)."""
 
     def check(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
         if not empty_ok:
             not_empty(ctx, param, value)
-        if value is not None and (
-            problems := text_problems(f"scope {part}", value, SCOPE_LIMITS[part])
-        ):
+        if value is not None and (problems := scope_part_problems(part, value)):
             raise click.BadParameter("; ".join(problems))
         return value
 
