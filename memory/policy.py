@@ -157,6 +157,9 @@ class AgentRules:
         return layer not in PERSONAL_LAYERS or origin in self.user_memory_from
 
 
+_DEFAULT_RULES = AgentRules.default()
+
+
 @dataclass(frozen=True, slots=True)
 class GateConfig:
     """Writer-wide limits, the same for every agent (they follow the table's columns)."""
@@ -252,7 +255,7 @@ def _all_stored_text(c: Candidate) -> str:
     return _FIELD_BREAK.join(filter(None, texts))
 
 
-def _meta_texts(meta: Mapping[str, object]) -> Iterator[str]:
+def _meta_texts(meta: object) -> Iterator[str]:
     """Keys and values of `meta` at any depth, numbers included (a card as an int)."""
     stack: list[object] = [meta]
     seen: set[int] = set()
@@ -304,6 +307,15 @@ def _secret(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | No
         f"secret ({', '.join(sorted(kinds))}) in {', '.join(fields)}; secrets are never stored",
         Rule.SECRET,
     )
+
+
+def secret_kinds(value: object) -> list[str]:
+    """The kinds of secret anywhere in `value` — a text, a number, or a mapping or a
+    sequence of them at any depth, keys included — found as the gate finds them in a
+    candidate's fields (`_secret`): each text on its own and as a reader sees it.
+    For what reaches the store by another way than the gate (an imported export)."""
+    found = find_secrets_as_read(_FIELD_BREAK.join(filter(None, _meta_texts(value))))
+    return sorted({f.kind for f in found})
 
 
 def _permission(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | None:
@@ -530,6 +542,24 @@ RULES: tuple[_GateRule, ...] = (
 """The gate's rules in the order `judge` applies them; the first to decide wins."""
 
 DEFAULT_CONFIG = GateConfig()
+
+KEPT_RULES: tuple[_GateRule, ...] = (_secret, _injection, _instruction_source)
+"""The rules that hold for every stored memory whoever wrote it: no secret, no
+instruction read from content, no instruction but from the person or the operator.
+The others weigh the writing agent's rights and the gate's limits at write time."""
+
+
+def judge_kept(candidate: Candidate) -> Verdict | None:
+    """The gate's word on a memory that did not pass it (a row of an imported export):
+    the first of `KEPT_RULES` that would have refused it or stored it as another kind,
+    or None when the gate would keep it as it is."""
+    for rule in KEPT_RULES:
+        verdict = rule(candidate, _DEFAULT_RULES, DEFAULT_CONFIG)
+        if verdict is not None and (
+            verdict.action is Action.REFUSE or verdict.kind is not candidate.kind
+        ):
+            return verdict
+    return None
 
 
 def judge(candidate: Candidate, rules: AgentRules, config: GateConfig = DEFAULT_CONFIG) -> Verdict:

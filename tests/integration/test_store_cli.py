@@ -368,3 +368,22 @@ def test_write_refuses_a_scope_holding_a_secret_before_sending_it(
     result = cli(store, "write", *args, "--content", "renewal in March")
     assert result.exit_code == 2 and f"Invalid value for '{flag}'" in result.output
     assert "holds a secret" in result.output and secret not in result.output
+
+
+def test_import_refuses_a_row_holding_a_secret_naming_its_line(
+    store: Store, tmp_path: Path
+) -> None:
+    lines = [
+        json.dumps({"format": "nightshift.tenant-export/1", "tenant": "acme"}),
+        json.dumps({"table": "ns_audit", "row": {"tenant": "acme", "detail": {"k": "v"}}}),
+        json.dumps(
+            {"table": "ns_audit", "row": {"tenant": "acme", "actor": "sk_live_" + "a" * 24}}
+        ),
+    ]
+    path = tmp_path / "edited.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    result = cli(store, "import", str(path))
+    assert result.exit_code == EXIT_INVALID_INPUT, result.output
+    assert "line 3: a ns_audit row holds a secret (stripe_key)" in result.output
+    assert "nothing was imported" in result.output and "a" * 24 not in result.output
+    assert store.audit("acme") == []
