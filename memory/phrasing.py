@@ -153,11 +153,14 @@ def looks_like_instruction(text: str) -> bool:
     )
 
 
-_CONFUSABLES = str.maketrans(
-    # Cyrillic and Greek letters that look like Latin ones, lower-cased.
-    "аеорсухіјѕԁһӏοιυνκταβεζηρχ",
-    "aeopcyxijsdhloiuvktabezhpx",
+CONFUSABLES = str.maketrans(
+    # Cyrillic and Greek letters that look like Latin ones, lower case then upper case.
+    "аеорсухіјѕԁһӏοιυνκταβεζηρχАВЕКМНОРСТХЅІЈΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
+    "aeopcyxijsdhloiuvktabezhpxABEKMHOPCTXSIJABEZHIKMNOPTYX",
 )
+"""Look-alike letters of other scripts as the Latin letters they pass for ("раssword"
+with a Cyrillic р and а): a second reading of a text, never a replacement, since
+folding them would break words of those scripts ("пароль")."""
 _SPACED_LETTERS = re.compile(r"(?<![^\W\d_])(?:[a-z][ .\-_]){2,}[a-z](?![^\W\d_])")
 _SPACED_HINT = re.compile(r" [a-z][ .\-_][a-z][ .\-_]")
 """Cheap to search (it opens with a literal): text without it has no spaced words."""
@@ -171,7 +174,7 @@ def _disguises_removed(lowered: str) -> list[str]:
     the text, not a replacement."""
     readings = []
     if not lowered.isascii():
-        folded = lowered.translate(_CONFUSABLES)
+        folded = lowered.translate(CONFUSABLES)
         if folded != lowered:
             readings.append(folded)
     if "&" in lowered:

@@ -166,6 +166,8 @@ class GateConfig:
 
     max_content_chars: int = 4000
     max_key_chars: int = 256
+    max_reference_chars: int = 2048
+    """A message id, a URL or file:line; 2048 is the longest URL browsers agree on."""
 
 
 # -- the rules, in order ------------------------------------------------------------------
@@ -180,6 +182,22 @@ def _size(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | None
             c.kind,
             f"content has {len(c.content)} characters, more than {config.max_content_chars};"
             " split it or store a summary",
+            Rule.TOO_LONG,
+        )
+    if len(c.provenance.reference) > config.max_reference_chars:
+        return Verdict(
+            Action.REFUSE,
+            c.kind,
+            f"reference has {len(c.provenance.reference)} characters, more than"
+            f" {config.max_reference_chars}; a reference names where the content came from",
+            Rule.TOO_LONG,
+        )
+    if len(c.evidence) > config.max_content_chars:
+        return Verdict(
+            Action.REFUSE,
+            c.kind,
+            f"evidence has {len(c.evidence)} characters, more than {config.max_content_chars};"
+            " quote the part that shows it",
             Rule.TOO_LONG,
         )
     if len(c.key) > config.max_key_chars:
@@ -566,8 +584,9 @@ def judge(candidate: Candidate, rules: AgentRules, config: GateConfig = DEFAULT_
     """Decide the fate of one candidate. The first rule that applies decides:
 
     1. ``empty-content`` / ``blank-key`` / ``too-long`` → REFUSE (content blank or
-       invisible, a key that folds to nothing, or content/key over `GateConfig`
-       limits).
+       invisible, a key that folds to nothing, or content, reference, evidence or key
+       over `GateConfig` limits: a reference and evidence are shown beside the content
+       to every later run).
     2. ``unstorable-text`` → REFUSE when a field the store keeps holds a NUL character
        or a lone surrogate, or is longer than its column (`memory.storable`): one
        bad candidate is refused instead of failing its whole batch's statement.

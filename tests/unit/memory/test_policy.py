@@ -778,6 +778,17 @@ def test_gate_config_limits() -> None:
     assert judge(cand("x" * 10, key="abc"), DEFAULT, config).rule == "ok"
 
 
+def test_a_reference_or_evidence_longer_than_its_bound_is_refused() -> None:
+    """Both are shown to every later run beside the content: the content's bound
+    meant nothing while 100,000 characters could ride along as the reference."""
+    long_reference = judge(cand(reference="r" * 100_000), DEFAULT)
+    assert (long_reference.action, long_reference.rule) == (REFUSE, "too-long")
+    assert "reference has 100000 characters, more than 2048" in long_reference.reason
+    assert judge(cand(reference="https://x.test/" + "a" * 2033), DEFAULT).rule == "ok"
+    long_evidence = judge(cand(evidence="e" * 4001), DEFAULT)
+    assert "evidence has 4001 characters, more than 4000" in long_evidence.reason
+
+
 def test_an_unstorable_reason_names_every_field_and_what_is_wrong() -> None:
     candidate = cand("Ana\x00", evidence="seen \udc80").replace(
         provenance=Provenance(OBSERVED, subject="s" * 200)
