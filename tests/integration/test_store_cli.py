@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -387,3 +388,47 @@ def test_import_refuses_a_row_holding_a_secret_naming_its_line(
     assert "line 3: a ns_audit row holds a secret (stripe_key)" in result.output
     assert "nothing was imported" in result.output and "a" * 24 not in result.output
     assert store.audit("acme") == []
+
+
+@pytest.mark.parametrize(
+    ("user", "said"),
+    [
+        ("an\u200ba", "scope user holds an invisible character"),
+        ("ana\u202e", "scope user holds an invisible character"),
+        ("ana\x1b[2J", "scope user holds a control character"),
+        ("ana\nroot", "scope user holds a control character"),
+    ],
+)
+def test_writing_to_a_scope_with_control_or_invisible_characters_is_a_usage_error(
+    store: Store, user: str, said: str
+) -> None:
+    result = cli(store, "write", "--tenant", "acme", "--user", user, "--content", "x")
+    assert result.exit_code == 2 and "Invalid value for '--user'" in result.output
+    assert said in result.output
+    # What an event made is still read (and printed escaped: test_cli_terminal).
+    assert cli(store, "show", "--tenant", "acme", "--user", user).exit_code == 0
+
+
+def test_small_usage_errors_are_named_before_anything_is_sent(store: Store) -> None:
+    origin = cli(store, "load", *ANA_FLAGS, "--origin", "bogus")
+    assert origin.exit_code == 2 and "'private', 'shared', 'api'" in origin.output
+    stated = cli(store, "write", "--tenant", "acme", "--source", "stated", "--content", "x")
+    assert stated.exit_code == 2 and "--source stated needs --user" in stated.output
+    keyless = cli(store, "history", *ANA_FLAGS, "")
+    assert keyless.exit_code == 2 and "must not be empty" in keyless.output
+
+
+def test_write_reads_its_content_from_stdin_for_a_dash(store: Store, tmp_path: Path) -> None:
+    assert store.engine is not None
+    url = store.engine.url.render_as_string(hide_password=False)
+    args = ["--data-dir", str(tmp_path), "--database-url", url, "--broker-url", "filesystem://"]
+    result = CliRunner().invoke(
+        main_group,
+        [*args, "memory", "write", *ANA_FLAGS, "--content", "-", "--json"],
+        input="renewal in March\n",
+    )
+    assert result.exit_code == 0, result.output
+    [message] = (tmp_path / "broker").rglob("*.msg")
+    args_sent = json.loads(base64.b64decode(json.loads(message.read_text())["body"]))[0]
+    [candidate] = args_sent[2]
+    assert candidate["content"] == "renewal in March"

@@ -13,6 +13,7 @@ import click
 from sqlalchemy import exc
 
 from memory.engine import missing_sqlite_file, safe_url
+from memory.phrasing import INVISIBLE
 from memory.storable import scope_part_problems
 from workers import schema
 from workers.runtime import Runtime
@@ -190,6 +191,14 @@ def fail(message: str) -> None:
     sys.exit(EXIT_ERROR)
 
 
+TRIGGER_ORIGINS = ("private", "shared", "api")
+"""Where a run's trigger came from (`workers.runs.RunRequest.trigger_origin`)."""
+
+# Characters no name is written with: controls, and what a reader does not see (a
+# zero-width space makes "ana" and "an\u200ba" two people who look like one).
+_CONTROL = re.compile("[\x01-\x1f\x7f-\x9f]")  # a NUL is the store's own refusal
+
+
 def storable_scope_part(
     part: str, *, empty_ok: bool = True
 ) -> Callable[[click.Context, click.Parameter, Any], Any]:
@@ -206,6 +215,25 @@ def storable_scope_part(
         return value
 
     return check
+
+
+def refuse_odd_scope(**parts: str) -> None:
+    """A usage error naming the option when a scope part (tenant=, user=, agent=) to
+    write to holds a control or an invisible character: no one means to type one.
+    Reads take such scopes (an event may have made one) and print them escaped."""
+    for part, value in parts.items():
+        if problems := _odd(part, value):
+            raise click.BadParameter("; ".join(problems), param_hint=f"'--{part}'")
+
+
+def _odd(part: str, value: str) -> list[str]:
+    """What in a scope part no one means to type, never quoting it."""
+    problems = []
+    if _CONTROL.search(value):
+        problems.append(f"scope {part} holds a control character (tab, newline, escape…)")
+    if INVISIBLE.search(value):
+        problems.append(f"scope {part} holds an invisible character (zero-width space, bidi mark…)")
+    return problems
 
 
 def not_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -23,6 +23,7 @@ from workers.agents import UnknownAgentError, resolve
 from workers.app import create_app
 from workers.cli.base import (
     EXIT_ERROR,
+    TRIGGER_ORIGINS,
     Context,
     InvalidInput,
     ShownError,
@@ -57,7 +58,7 @@ from workers.runtime import Runtime
 @click.option("--event-id", default="", help="Dedup key: the same event id makes one run.")
 @click.option(
     "--origin",
-    type=click.Choice(["private", "shared", "api"]),
+    type=click.Choice(TRIGGER_ORIGINS),
     default="api",
     help="Where the trigger came from; user memory is loaded only for private ones.",
 )
