@@ -527,7 +527,7 @@ def find_secrets_as_read(text: str) -> list[SecretFinding]:
     letters, in Cyrillic look-alikes or percent-escaped is still a key. Spans of
     another reading are positions in that reading, not in `text`."""
     found = find_secrets(text)
-    if found or (text.isascii() and _ESCAPE_HINT.search(text) is None):
+    if found or (text.isascii() and "%" not in text and "&" not in text and "\\" not in text):
         return found  # the common case: ASCII without an escape has no other reading
     return _found_as_read(text)[1]
 
@@ -542,7 +542,6 @@ def _found_as_read(text: str) -> tuple[str, list[SecretFinding]]:
     return text, found
 
 
-_ESCAPE_HINT = re.compile(r"[%&\\]")
 _ESCAPED = re.compile(r"%[0-9A-Fa-f]{2}|&#?\w{1,32};|\\(?:u[0-9A-Fa-f]{4}|x[0-9A-Fa-f]{2})")
 _BACKSLASH_ESCAPE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|x([0-9A-Fa-f]{2}))")
 _ASCII_DIGITS = {
@@ -561,7 +560,7 @@ def _readings(text: str) -> Iterator[str]:
     (`memory.phrasing.CONFUSABLES`): each only where it differs from the one before.
     ASCII text without an escape has no other reading."""
     read = text
-    if _ESCAPE_HINT.search(text) and _ESCAPED.search(text):
+    if _ESCAPED.search(text):
         read = _BACKSLASH_ESCAPE.sub(
             lambda m: chr(int(m.group(1) or m.group(2), 16)), unquote(html.unescape(text))
         )
