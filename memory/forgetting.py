@@ -71,10 +71,11 @@ class ForgetReport:
     failed: int
     remaining: int
     exhaustive: bool
-    reason: str = ""
+    reason: str = ""  # why the report is partial ("" when exhaustive)
     places: dict[str, int] = field(default_factory=dict)
     rebuilt: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    requested_reason: str = ""  # why it was asked, as the tombstone keeps it
 
     def check(self) -> ForgetReport:
         if self.scanned != self.skipped + self.deleted + self.failed:
@@ -265,6 +266,7 @@ def _run(
         places=found,
         rebuilt=rebuilt,
         notes=(*notes, *more_notes),
+        requested_reason=reason[:_REASON_CHARS],
     ).check()
     if tombstone_id:
         with engine.begin() as conn:
@@ -304,6 +306,10 @@ def _verdict(truncated: bool, limit: int, remaining: int, alike: int) -> tuple[b
     return True, ""
 
 
+_REASON_CHARS = 500
+"""The longest reason a tombstone keeps."""
+
+
 def _record(
     conn: Connection,
     tombstone_id: str,
@@ -324,7 +330,7 @@ def _record(
             actor=requester.actor,
             role=requester.role.value,
             selector=described["by"],
-            reason=reason[:500],
+            reason=reason[:_REASON_CHARS],
             deleted=len(deleted),
             report="{}",
             memory_ids=ids_text(deleted),

@@ -31,7 +31,8 @@ _AGENT_VERBS = (
     r"(?:reply|respond|answer|send|e-?mail|forward|share|reveal|disclose|include|mention"
     r"|tell|say|use|call|run|execute|approve|pay|transfer|delete|ignore|obey|follow|trust"
     r"|cc|bcc|copy|grant|give|output|print|click|download|install|contact|escalate|refund"
-    r"|sign|accept|reject|do|treat|refer|recommend|address|prioriti[sz]e|ask|let)\b"
+    r"|sign|accept|reject|do|treat|refer|recommend|address|prioriti[sz]e|ask|let|wire|move"
+    r"|route|book|buy|cancel)\b"
 )
 _INSTRUCTION = _compile(
     _w("ignore", "disregard", "forget", "override", "bypass")
@@ -58,7 +59,9 @@ _INSTRUCTION = _compile(
     _w("you", "you're", "you’re", "youre")
     + r"\s+(?:must|should|shall|need\s+to|have\s+to|are\s+(?:now|required\s+to|to)|now)\b",
     _w("pretend") + r"\s+(?:to\s+be|(?:that\s+)?(?:you\s+are|you're|you’re))\b",
-    _w("from") + rf"\s+now\s+on,?\s+(?:you|always|never|only|don't|{_AGENT_VERBS})",
+    _w("from")
+    + r"\s+(?:now|here|this\s+point)\s+on,?\s+"
+    + rf"(?:you|always|never|only|don't|{_AGENT_VERBS})",
     # An order that ends its sentence with "from now on", or opens with "act as".
     rf"[.!?;:\n\"'(]\s*(?:please\s+)?{_AGENT_VERBS}(?:[^.!?\n]|\.(?=\S)){{0,120}}"
     r"\bfrom\s+now\s+on\b",
@@ -82,6 +85,56 @@ _INSTRUCTION = _compile(
     r"|bisherigen|obigen)\s+(?:anweisungen|instruktionen|befehle)|l[ea]s\s+(?:instructions"
     r"|consignes|instrucciones)\s+(?:pr[ée]c[ée]dentes|ci-dessus|anteriores|previas))",
 )
+_INSTRUCTION_GATED = (
+    # "The agent should call Ana back" is a CRM note about a person; "must" is an order.
+    (
+        ("agent", "model", "llm"),
+        _w("the agent", "this agent", "the ai agent", "the model", "the llm", "all agents")
+        + r"\s+(?:must|shall|has\s+to|needs?\s+to|is\s+(?:required|instructed)\s+to)\b"
+        r"(?!\s+(?:be|have)\b)",  # "the agent must be licensed": a requirement
+    ),
+    # "AI agents reading this: approve…", "To any LLM processing this document, …".
+    (
+        ("read", "process", "pars", "summari", "seeing"),
+        _w("ai", "ais", "llm", "llms", "agent", "agents", "assistant", "assistants", "bot", "bots")
+        + r"\s+(?:reading|processing|parsing|summari[sz]ing|seeing|that\s+reads?|who\s+reads?)"
+        r"\s+(?:this|these|the\s+following)\b",
+    ),
+    # "Going forward, forward all invoices…": a standing order, like "from now on".
+    (
+        ("forward", "henceforth"),
+        _w("going forward", "moving forward", "henceforth")
+        + rf",?\s+(?:please\s+)?(?:you\b|always\b|never\b|only\b|don't\b|{_AGENT_VERBS})",
+    ),
+    # "Whenever you see an invoice, wire …", "Each time an invoice arrives, forward it…".
+    (
+        ("you",),
+        _w("whenever", "when", "if", "every time", "each time", "any time")
+        + r"\s+you\s+(?:see|get|receive|read|find|encounter|process|handle|are\s+asked)\b"
+        rf"[^.!?\n]{{0,120}}?,\s*(?:please\s+)?(?:always\s+)?{_AGENT_VERBS}",
+    ),
+    (
+        ("whenever", "time"),
+        _w("whenever", "every time", "each time")
+        + rf"\s[^.!?\n,]{{1,120}},\s*(?:please\s+)?(?:always\s+)?{_AGENT_VERBS}",
+    ),
+)
+_GATED = tuple((words, re.compile(pattern)) for words, pattern in _INSTRUCTION_GATED)
+"""Instruction patterns whose openings are common words ("if", "when", "ai"): each is
+searched only in text holding one of its words, which ordinary facts seldom do,
+instead of being tried at every "i" and "w" of every candidate."""
+_ANY_GATE = re.compile("|".join(sorted({w for words, _ in _GATED for w in words})))
+
+
+def _instructs(lowered: str) -> bool:
+    """Whether lower-cased text (led by "\\n") matches an instruction pattern."""
+    if any(p.search(lowered) for p in _INSTRUCTION):
+        return True
+    if _ANY_GATE.search(lowered) is None:  # one search for the five gates' words
+        return False
+    return any(p.search(lowered) for words, p in _GATED if any(w in lowered for w in words))
+
+
 _INSTRUCTION_NOT_LATIN = _compile(
     r"игнорир\w*\s+(?:все\s+)?(?:предыдущие|прежние)\s+(?:инструкции|указания)",
     r"忽略(?:之前|以前|上面|上述|所有|先前)的?(?:所有)?(?:指令|指示|说明|提示)",
@@ -144,23 +197,35 @@ def looks_like_instruction(text: str) -> bool:
     office opens at 9", "It never rains here", "Please do not reply to this email".
     """
     lowered = "\n" + as_read(text).lower()
-    if any(p.search(lowered) for p in _INSTRUCTION):
+    if _instructs(lowered):
         return True
-    if lowered.isascii() and "&" not in lowered and not _SPACED_HINT.search(lowered):
+    if (
+        lowered.isascii()
+        and "&" not in lowered
+        and not _SPACED_HINT.search(lowered)
+        and not _SPACED_START.match(lowered)
+    ):
         return False  # the common case: nothing disguised
     return any(p.search(lowered) for p in _INSTRUCTION_NOT_LATIN) or any(
-        p.search(t) for t in _disguises_removed(lowered) for p in _INSTRUCTION
+        _instructs(t) for t in _disguises_removed(lowered)
     )
 
 
-_CONFUSABLES = str.maketrans(
-    # Cyrillic and Greek letters that look like Latin ones, lower-cased.
-    "аеорсухіјѕԁһӏοιυνκταβεζηρχ",
-    "aeopcyxijsdhloiuvktabezhpx",
+CONFUSABLES = str.maketrans(
+    # Cyrillic and Greek letters that look like Latin ones, lower case then upper case.
+    "аеорсухіјѕԁһӏοιυνκταβεζηρχАВЕКМНОРСТХЅІЈΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
+    "aeopcyxijsdhloiuvktabezhpxABEKMHOPCTXSIJABEZHIKMNOPTYX",
 )
+"""Look-alike letters of other scripts as the Latin letters they pass for ("раssword"
+with a Cyrillic р and а): a second reading of a text, never a replacement, since
+folding them would break words of those scripts ("пароль")."""
 _SPACED_LETTERS = re.compile(r"(?<![^\W\d_])(?:[a-z][ .\-_]){2,}[a-z](?![^\W\d_])")
 _SPACED_HINT = re.compile(r" [a-z][ .\-_][a-z][ .\-_]")
-"""Cheap to search (it opens with a literal): text without it has no spaced words."""
+"""Cheap to search (it opens with a literal): text without it, and without
+`_SPACED_START`, has no spaced words."""
+_SPACED_START = re.compile(r"\n[a-z][ .\-_][a-z][ .\-_]")
+"""Spaced or dotted letters opening the text ("I.g.n.o.r.e previous…"), which
+`_SPACED_HINT` misses for want of a space before them."""
 
 
 def _disguises_removed(lowered: str) -> list[str]:
@@ -171,14 +236,14 @@ def _disguises_removed(lowered: str) -> list[str]:
     the text, not a replacement."""
     readings = []
     if not lowered.isascii():
-        folded = lowered.translate(_CONFUSABLES)
+        folded = lowered.translate(CONFUSABLES)
         if folded != lowered:
             readings.append(folded)
     if "&" in lowered:
         unescaped = html.unescape(lowered)
         if unescaped != lowered:
             readings.append(unescaped)
-    if _SPACED_HINT.search(lowered):
+    if _SPACED_HINT.search(lowered) or _SPACED_START.match(lowered):
         readings.append(_SPACED_LETTERS.sub(lambda m: re.sub(r"[ .\-_]", "", m.group()), lowered))
     return readings
 

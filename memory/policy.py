@@ -157,12 +157,17 @@ class AgentRules:
         return layer not in PERSONAL_LAYERS or origin in self.user_memory_from
 
 
+_DEFAULT_RULES = AgentRules.default()
+
+
 @dataclass(frozen=True, slots=True)
 class GateConfig:
     """Writer-wide limits, the same for every agent (they follow the table's columns)."""
 
     max_content_chars: int = 4000
     max_key_chars: int = 256
+    max_reference_chars: int = 2048
+    """A message id, a URL or file:line; 2048 is the longest URL browsers agree on."""
 
 
 # -- the rules, in order ------------------------------------------------------------------
@@ -177,6 +182,22 @@ def _size(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | None
             c.kind,
             f"content has {len(c.content)} characters, more than {config.max_content_chars};"
             " split it or store a summary",
+            Rule.TOO_LONG,
+        )
+    if len(c.provenance.reference) > config.max_reference_chars:
+        return Verdict(
+            Action.REFUSE,
+            c.kind,
+            f"reference has {len(c.provenance.reference)} characters, more than"
+            f" {config.max_reference_chars}; a reference names where the content came from",
+            Rule.TOO_LONG,
+        )
+    if len(c.evidence) > config.max_content_chars:
+        return Verdict(
+            Action.REFUSE,
+            c.kind,
+            f"evidence has {len(c.evidence)} characters, more than {config.max_content_chars};"
+            " quote the part that shows it",
             Rule.TOO_LONG,
         )
     if len(c.key) > config.max_key_chars:
@@ -252,7 +273,7 @@ def _all_stored_text(c: Candidate) -> str:
     return _FIELD_BREAK.join(filter(None, texts))
 
 
-def _meta_texts(meta: Mapping[str, object]) -> Iterator[str]:
+def _meta_texts(meta: object) -> Iterator[str]:
     """Keys and values of `meta` at any depth, numbers included (a card as an int)."""
     stack: list[object] = [meta]
     seen: set[int] = set()
@@ -304,6 +325,15 @@ def _secret(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | No
         f"secret ({', '.join(sorted(kinds))}) in {', '.join(fields)}; secrets are never stored",
         Rule.SECRET,
     )
+
+
+def secret_kinds(value: object) -> list[str]:
+    """The kinds of secret anywhere in `value` — a text, a number, or a mapping or a
+    sequence of them at any depth, keys included — found as the gate finds them in a
+    candidate's fields (`_secret`): each text on its own and as a reader sees it.
+    For what reaches the store by another way than the gate (an imported export)."""
+    found = find_secrets_as_read(_FIELD_BREAK.join(filter(None, _meta_texts(value))))
+    return sorted({f.kind for f in found})
 
 
 def _permission(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | None:
@@ -531,13 +561,32 @@ RULES: tuple[_GateRule, ...] = (
 
 DEFAULT_CONFIG = GateConfig()
 
+KEPT_RULES: tuple[_GateRule, ...] = (_secret, _injection, _instruction_source)
+"""The rules that hold for every stored memory whoever wrote it: no secret, no
+instruction read from content, no instruction but from the person or the operator.
+The others weigh the writing agent's rights and the gate's limits at write time."""
+
+
+def judge_kept(candidate: Candidate) -> Verdict | None:
+    """The gate's word on a memory that did not pass it (a row of an imported export):
+    the first of `KEPT_RULES` that would have refused it or stored it as another kind,
+    or None when the gate would keep it as it is."""
+    for rule in KEPT_RULES:
+        verdict = rule(candidate, _DEFAULT_RULES, DEFAULT_CONFIG)
+        if verdict is not None and (
+            verdict.action is Action.REFUSE or verdict.kind is not candidate.kind
+        ):
+            return verdict
+    return None
+
 
 def judge(candidate: Candidate, rules: AgentRules, config: GateConfig = DEFAULT_CONFIG) -> Verdict:
     """Decide the fate of one candidate. The first rule that applies decides:
 
     1. ``empty-content`` / ``blank-key`` / ``too-long`` → REFUSE (content blank or
-       invisible, a key that folds to nothing, or content/key over `GateConfig`
-       limits).
+       invisible, a key that folds to nothing, or content, reference, evidence or key
+       over `GateConfig` limits: a reference and evidence are shown beside the content
+       to every later run).
     2. ``unstorable-text`` → REFUSE when a field the store keeps holds a NUL character
        or a lone surrogate, or is longer than its column (`memory.storable`): one
        bad candidate is refused instead of failing its whole batch's statement.

@@ -9,11 +9,17 @@ its literal anchor (``"akia"``, ``"-----begin"``, ``"pass"``...) occurs, so scan
 What is detected, by kind:
 
 - ``card_number`` — 13 to 19 digits, contiguous or in groups split by a space (or
-  two), a dash, an en dash, a dot, a slash or an underscore (first group of four),
-  that pass the Luhn check and start like an issued card (3, 4, 5, 6, or Mastercard/Mir 2200–2720). Long numbers that fail
-  Luhn, decimals, ISO dates and ``+``-prefixed phone numbers are not flagged.
-- ``private_key`` — a PEM/OpenSSH/PGP private key block, to its END line or, if
-  truncated, to the end of the text.
+  two), a dash (alone or set off by spaces), an en dash, a dot, a slash, an
+  underscore, a comma, a tab or a line break (first group of four), that pass the
+  Luhn check and start like an issued card (3, 4, 5, 6, or Mastercard/Mir
+  2200–2720). Long numbers that fail Luhn, decimals, ISO dates and ``+``-prefixed
+  phone numbers are not flagged.
+- ``private_key`` — a PEM/OpenSSH/PGP private key block (four or five dashes, the
+  header's words may be split across lines), to its END line or, if truncated, to
+  the end of the text.
+- ``aws_secret_key`` also without a label: 40 characters of mixed-case base64
+  following an access key id (``AKIA…``) on the same line.
+- ``password_assignment`` also as a MySQL client argument: ``mysql -pS3cret``.
 - ``aws_access_key``, ``aws_secret_key``, ``github_token``, ``openai_key``,
   ``anthropic_key``, ``slack_token``, ``slack_webhook``, ``stripe_key``,
   ``google_api_key``, ``sendgrid_key``, ``jwt`` — provider token formats.
@@ -40,6 +46,12 @@ What is detected, by kind:
 For assignments, headers and URLs the finding covers the value only, so a redacted
 log line still says which setting was there: ``password=[REDACTED:password_assignment]``.
 
+`find_secrets` reads the text as written. `find_secrets_as_read` (what the gate
+asks) also reads it as a reader or a program would: escapes decoded
+(``password%3D…``, ``password&#61;…``, ``password\\u003d…``), invisible characters
+dropped, compatibility forms folded, digits of every script read as digits, and
+look-alike letters of other scripts read as Latin (``раssword`` with a Cyrillic р).
+
 Example:
     >>> redact("card 4111 1111 1111 1111, key AKIAIOSFODNN7EXAMPLE")
     'card [REDACTED:card_number], key [REDACTED:aws_access_key]'
@@ -49,12 +61,16 @@ Example:
 
 from __future__ import annotations
 
+import html
 import re
-from collections.abc import Callable
+import sys
+import unicodedata
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
-from memory.phrasing import as_read
+from memory.phrasing import CONFUSABLES, as_read
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,11 +188,11 @@ _DETECTORS: tuple[_Detector, ...] = (
     _Detector(
         "private_key",
         re.compile(
-            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-            r".*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+            r"-{4,5}BEGIN\s+(?:[A-Z0-9]+\s+){0,4}PRIVATE\s+KEY(?:\s+BLOCK)?-{4,5}"
+            r".*?(?:-{4,5}END\s+(?:[A-Z0-9]+\s+){0,4}PRIVATE\s+KEY(?:\s+BLOCK)?-{4,5}|\Z)",
             re.DOTALL | re.IGNORECASE,
         ),
-        anchors=("-----begin",),
+        anchors=("-----begin", "----begin"),
     ),
     _Detector(
         "aws_access_key",
@@ -192,6 +208,16 @@ _DETECTORS: tuple[_Detector, ...] = (
             re.IGNORECASE,
         ),
         anchors=("aws",),
+    ),
+    _Detector(
+        # Unlabelled, as a credentials file or a pasted pair gives it: "AKIA…,wJalr…".
+        "aws_secret_key",
+        re.compile(
+            r"(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])[^\n]{0,80}?(?<![A-Za-z0-9/+=])"
+            r"((?=[A-Za-z0-9/+]{0,39}[a-z])(?=[A-Za-z0-9/+]{0,39}[A-Z])[A-Za-z0-9/+]{40})"
+            r"(?![A-Za-z0-9/+=])"
+        ),
+        anchors=("akia", "asia"),
     ),
     _Detector(
         "github_token",
@@ -298,6 +324,17 @@ _DETECTORS: tuple[_Detector, ...] = (
         accept=_a_mixed_value,
     ),
     _Detector(
+        # The MySQL/MariaDB clients take the password glued to -p: "mysql -u root -pS3cret".
+        "password_assignment",
+        re.compile(
+            r"(?:mysql|mariadb)[a-z_-]{0,10}(?:[ \t]+(?!-p)\S{1,256}){0,16}?[ \t]+-p"
+            r"(\"[^\"\n]{1,256}\"|'[^'\n]{1,256}'|[^\s\"'-]\S{0,255})",
+            re.IGNORECASE,
+        ),
+        anchors=("mysql", "mariadb"),
+        accept=_not_placeholder,
+    ),
+    _Detector(
         "pin",
         re.compile(
             r"(?<![a-z])pin(?:[ \t]*(?:code|number))?[ \t]*(?:[:=]|is|was)[ \t]*([0-9]{4,8})(?![0-9])",
@@ -341,14 +378,15 @@ _GENERIC_KINDS = frozenset(
     }
 )
 
-# Card numbers: first runs of 13+ digits, spaces and dashes (cheap), then inside a run,
+# Card numbers: first runs of 13+ digits and separators (cheap), then inside a run,
 # 13-19 digits either contiguous or as a group of four and 2-4 groups of 3-6 (4-4-4-4,
 # 4-6-5, 4-4-4-4-3...), not inside a word, a decimal or a +phone number. ASCII digits
-# only: `\d` would also take other scripts' digits, which Luhn cannot check.
-_DIGIT_RUN = re.compile(r"[0-9][0-9 ./_\u2013-]{11,}[0-9]")
+# only: `\d` would also take other scripts' digits (`find_secrets_as_read` reads
+# those as ASCII first).
+_DIGIT_RUN = re.compile(r"[0-9][0-9 ./_\u2013,\t\r\n-]{11,}[0-9]")
 _CARD = re.compile(
     r"[0-9](?<![A-Za-z0-9_+][0-9])(?<![0-9][.,][0-9])"
-    r"(?:[0-9]{12,18}|[0-9]{3}(?:(?:[ ./_\u2013-]| {2})[0-9]{3,6}){2,4})"
+    r"(?:[0-9]{12,18}|[0-9]{3}(?:(?: ?[-\u2013,] ?|[ ./_\t\n]| {2}|\r\n)[0-9]{3,6}){2,4})"
     r"(?![A-Za-z0-9_])(?![.,][0-9])"
 )
 _CARD_GROUP = re.compile(r"[0-9]+")
@@ -484,14 +522,57 @@ def _scan(text: str, lowered: str) -> list[SecretFinding]:
 
 
 def find_secrets_as_read(text: str) -> list[SecretFinding]:
-    """`find_secrets` of `text`, else of `text` as a reader sees it
-    (`memory.phrasing.as_read`): a key split by zero-width spaces or written in
-    full-width letters is still a key. Spans of the second kind are positions in
-    the read text, not in `text`. Only non-ASCII text needs the second look."""
+    """`find_secrets` of `text`, else of the first of its other readings that holds
+    one (`_readings`): a key split by zero-width spaces, written in full-width
+    letters, in Cyrillic look-alikes or percent-escaped is still a key. Spans of
+    another reading are positions in that reading, not in `text`."""
     found = find_secrets(text)
-    if found or text.isascii():
-        return found
-    return find_secrets(as_read(text))
+    if found or (text.isascii() and "%" not in text and "&" not in text and "\\" not in text):
+        return found  # the common case: ASCII without an escape has no other reading
+    return _found_as_read(text)[1]
+
+
+def _found_as_read(text: str) -> tuple[str, list[SecretFinding]]:
+    """The reading of `text` its findings index, and the findings (`find_secrets_as_read`)."""
+    found = find_secrets(text)
+    if not found:
+        for reading in _readings(text):
+            if found := find_secrets(reading):
+                return reading, found
+    return text, found
+
+
+_ESCAPED = re.compile(r"%[0-9A-Fa-f]{2}|&#?\w{1,32};|\\(?:u[0-9A-Fa-f]{4}|x[0-9A-Fa-f]{2})")
+_BACKSLASH_ESCAPE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|x([0-9A-Fa-f]{2}))")
+_ASCII_DIGITS = {
+    code: str(unicodedata.decimal(chr(code)))
+    for code in range(128, sys.maxunicode + 1)
+    if unicodedata.category(chr(code)) == "Nd"
+}
+"""Every script's decimal digits as ASCII ones ("٤" is "4"): one character each,
+so a reading keeps its length. NFKC folds only the full-width ones."""
+
+
+def _readings(text: str) -> Iterator[str]:
+    """`text` as a program decoding it reads it (percent, HTML and backslash escapes
+    undone once), then as a reader sees that (`memory.phrasing.as_read`, with every
+    script's digits as ASCII), then with look-alike letters as Latin
+    (`memory.phrasing.CONFUSABLES`): each only where it differs from the one before.
+    ASCII text without an escape has no other reading."""
+    read = text
+    if _ESCAPED.search(text):
+        read = _BACKSLASH_ESCAPE.sub(
+            lambda m: chr(int(m.group(1) or m.group(2), 16)), unquote(html.unescape(text))
+        )
+        if read != text:
+            yield read
+    if read.isascii():
+        return
+    seen = as_read(read).translate(_ASCII_DIGITS)
+    if seen != read:
+        yield seen
+    if (latin := seen.translate(CONFUSABLES)) != seen:
+        yield latin
 
 
 def contains_secret(text: str) -> bool:
@@ -505,11 +586,9 @@ def redact(text: str) -> str:
     Overlapping findings are merged into one marker named after the finding that
     starts first (the longest, on a tie), so no part of any secret survives.
     """
-    findings = find_secrets(text)
-    if not findings and not text.isascii() and (hidden := find_secrets(as_read(text))):
-        # A secret only a reader sees: the text is given as read, so that the marker
-        # can stand where the secret was.
-        text, findings = as_read(text), hidden
+    # A secret only another reading shows: the text is given as so read, so that the
+    # marker can stand where the secret was.
+    text, findings = _found_as_read(text)
     if not findings:
         return text
     out: list[str] = []

@@ -1,5 +1,6 @@
 """What the store can keep: text without NUL characters or lone surrogates, each
-field no longer than its column, times with their time zone.
+field no longer than its column, times with their time zone; and scopes without
+a secret in them.
 
 PostgreSQL's `text` cannot hold a NUL, no encoder turns a lone surrogate into
 UTF-8 (and JSON decoders let `"\\ud800"` through, so an event payload can carry
@@ -19,6 +20,7 @@ import operator
 from sqlalchemy import Table
 
 from memory.records import Candidate, Scope
+from memory.secrets import find_secrets_as_read
 from memory.tables import audit, memories, receipts
 
 
@@ -109,14 +111,26 @@ def text_problems(name: str, value: str, limit: int) -> list[str]:
     return problems
 
 
+def scope_part_problems(part: str, value: str) -> list[str]:
+    """What in the scope part `part` (tenant, user, agent) the store cannot keep, never
+    quoting it. A scope is written beside every row, audit entry and receipt of its
+    memory, and no rule that judges content could take a secret out of those: a
+    scope that holds one is refused whole, and its text withheld."""
+    problems = text_problems(f"scope {part}", value, SCOPE_LIMITS[part])
+    if kinds := sorted({f.kind for f in find_secrets_as_read(value)}):
+        problems.append(
+            f"scope {part} holds a secret ({', '.join(kinds)}), withheld here;"
+            " secrets are never stored"
+        )
+    return problems
+
+
 def scope_problems(scope: Scope) -> list[str]:
-    """What in `scope` the store cannot keep, as `unstorable_fields` says it."""
+    """What in `scope` the store cannot keep, as `scope_part_problems` says it."""
     return [
         problem
-        for (name, limit), value in zip(
-            SCOPE_LIMITS.items(), (scope.tenant, scope.user, scope.agent), strict=True
-        )
-        for problem in text_problems(f"scope {name}", value, limit)
+        for part, value in zip(SCOPE_LIMITS, (scope.tenant, scope.user, scope.agent), strict=True)
+        for problem in scope_part_problems(part, value)
     ]
 
 

@@ -13,6 +13,12 @@ slot — an export made before 0013, holding "diet" and "Diet" both active — t
 slot is settled as migration 0013 settles it (`memory.slot_repair`), not left to
 the one-active-value index to drop a row silently.
 
+An export file is text anyone can edit, so every row meets the write gate's rules
+on what any memory may hold (`memory.policy.judge_kept`: no secret, no instruction
+read from content or given by anyone but the person or the operator), and no row
+of any table may hold a secret: the first that breaks one refuses the file whole,
+naming its line.
+
 Forgetting outlives backups, in whichever order they are restored. An export
 carries the tenant's tombstones:
 - a file that lacks one this database holds (a person's or the operator's forget
@@ -42,6 +48,8 @@ from memory.engine import autocommit
 from memory.folding import folded_key
 from memory.forget_replay import replay, unnamed
 from memory.maintenance_tables import tombstones
+from memory.policy import judge_kept, secret_kinds
+from memory.records import Candidate, Kind, Provenance, Scope, Source
 from memory.storable import text_problems
 from memory.tables import memories, metadata
 
@@ -54,7 +62,8 @@ class ImportFormatError(ValueError):
 
 
 class ImportRefused(ValueError):
-    """An import that would bring back memory a person or the operator had forgotten."""
+    """An import that would bring back memory a person or the operator had forgotten,
+    or keep what the write gate never lets in (`memory.policy.judge_kept`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,9 +234,39 @@ def _record(
     if unknown:
         raise ImportFormatError(f"line {number}: {name} has no column {sorted(unknown)[0]!r}")
     try:
-        return name, _decode(tables[name], row)
+        decoded = _decode(tables[name], row)
     except ValueError as error:
         raise ImportFormatError(f"line {number}: {name}.{error}") from None
+    _admit(number, tables[name], decoded)
+    return name, decoded
+
+
+def _admit(number: int, table: Table, row: dict[str, Any]) -> None:
+    """Refuse a row the write gate would not have stored: a file is text anyone can
+    edit, so its rows are held to the gate's rules on what every memory may hold
+    (`memory.policy.judge_kept`), and no row of any table may hold a secret."""
+    if kinds := secret_kinds(row):
+        raise ImportRefused(
+            f"line {number}: a {table.name} row holds a secret ({', '.join(kinds)});"
+            " secrets are never stored"
+        )
+    if table is not memories:
+        return
+    try:
+        candidate = Candidate(
+            Scope(row.get("tenant", ""), row.get("user_id", ""), row.get("agent_id", "")),
+            Kind(row.get("kind", "")),
+            row.get("content", ""),
+            Provenance(Source(row.get("source", "")), reference=row.get("reference") or ""),
+            key=row.get("key") or "",
+        )
+    except ValueError as error:
+        raise ImportFormatError(f"line {number}: {table.name}.{error}") from None
+    if (verdict := judge_kept(candidate)) is not None:
+        raise ImportRefused(
+            f"line {number}: the write gate would not keep this {candidate.kind} from source"
+            f" {candidate.provenance.source}: {verdict.reason} (rule {verdict.rule})"
+        )
 
 
 def _decode(table: Table, row: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,9 @@
   leave a correction beside what it corrects. Idempotency keys match exactly.
 - `edit` is the operator's direct change, with optimistic concurrency: it names the
   version it read; a stale edit raises `EditConflict` unless forced, and a forced
-  edit is audited as such.
+  edit is audited as such. The row keeps its id and becomes the operator's word;
+  what it said before is kept as a superseded row linked both ways, as a
+  supersession keeps it.
 - `review` approves or rejects a memory waiting for review.
 
 Every change lands in the audit trail: who, what, when, why. Audit details never
@@ -49,7 +51,16 @@ from memory.port import (
     ScopeRefused,
 )
 from memory.receipts import Decision, Outcome, WriteReceipt
-from memory.records import Candidate, Kind, Memory, Scope, Source, Status, content_hash
+from memory.records import (
+    SOURCE_CONFIDENCE,
+    Candidate,
+    Kind,
+    Memory,
+    Scope,
+    Source,
+    Status,
+    content_hash,
+)
 from memory.secrets import find_secrets_as_read
 from memory.storable import (
     ACTOR_CHARS,
@@ -486,9 +497,18 @@ def edit(rows: RowAccess, op: EditOp) -> EditResult:
     stale = before.version != op.expected_version
     if stale and not op.force:
         raise EditConflict(op.expected_version, before, op.content)
-    changes = {"content": op.content, "version": before.version + 1}
+    kept = _kept_before_edit(before, op.now)
+    changes = {
+        "content": op.content,
+        "version": before.version + 1,
+        "source": Source.OPERATOR,
+        "confidence": SOURCE_CONFIDENCE[Source.OPERATOR],
+        "valid_from": op.now,
+        "supersedes_id": kept.id,
+    }
     if not rows.update(before.id, changes, expected_version=before.version):
         raise EditConflict(op.expected_version, _one(rows, op.readable, op.memory_id), op.content)
+    rows.insert_many([kept])
     after = _one(rows, op.readable, op.memory_id)
     rows.record_audit(
         [
@@ -506,11 +526,29 @@ def edit(rows: RowAccess, op: EditOp) -> EditResult:
                     "forced": stale,
                     "hash_before": content_hash(before.content),
                     "hash_after": content_hash(after.content),
+                    "kept_as": kept.id,
                 },
             )
         ]
     )
     return EditResult(applied=True, forced=stale, before=before, current=after)
+
+
+def _kept_before_edit(before: Memory, now: datetime) -> Memory:
+    """The version an edit replaces, kept as history under a new id, superseded by the
+    edited row. The edited row keeps its id (what names it, a run's record or a
+    caller's next edit, still finds it) and its idempotency key (a retry of the
+    write that made it meets the operator's word, not a free slot)."""
+    kept_id = new_id(now)
+    return dataclasses.replace(
+        before,
+        id=kept_id,
+        idempotency_key=f"edited:{kept_id}",
+        status=Status.SUPERSEDED,
+        superseded_at=now,
+        valid_to=now,
+        superseded_by_id=before.id,
+    )
 
 
 def review(rows: RowAccess, op: ReviewOp) -> Memory:

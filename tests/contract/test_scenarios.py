@@ -183,6 +183,34 @@ def test_a_scope_the_store_cannot_keep_refuses_its_batch_and_keeps_what_was_stor
     assert [m.content for m in store.show(ANA)] == ["Ana renews in March"]
 
 
+@pytest.mark.parametrize(
+    ("scope", "part", "secret"),
+    [
+        (Scope("acme", "ana", "xoxb-123456789012-abcdefghijkl"), "agent", "xoxb-123456789012"),
+        (Scope("acme", "password=ScopeHunter1", "triage"), "user", "ScopeHunter1"),
+        (Scope("acme", "4111111111111111", "triage"), "user", "4111111111111111"),
+        (Scope("sk_live_abcdefghij0123456789", "ana"), "tenant", "sk_live_abcdefghij"),
+    ],
+)
+def test_a_scope_holding_a_secret_refuses_its_batch_and_is_recorded_nowhere(
+    store: Store, scope: Scope, part: str, secret: str
+) -> None:
+    """Every row, audit entry and receipt carries its scope: a secret there would be
+    kept whatever the gate said of the content."""
+    with pytest.raises(ScopeRefused) as refused:
+        store.apply(
+            [candidate("fine"), candidate("renewal in May", scope=scope, agent=scope.agent)],
+            handle="leak",
+            actor="writer",
+        )
+    message = str(refused.value)
+    assert f"candidate 1: scope {part} holds a secret" in message and "withheld" in message
+    assert secret not in message
+    assert store.receipt("leak") is None
+    assert store.audit(scope.tenant) == [] and store.audit("acme") == []
+    assert store.show(ANA) == []
+
+
 def test_what_a_run_for_ana_tells_the_agent_layer_waits_until_an_operator_approves(
     store: Store,
 ) -> None:

@@ -11,7 +11,7 @@ from memory.loading import Loaded
 from memory.policy import AgentRules
 from memory.port import EditConflict, EditRefused, HandleTaken, MemoryNotFound, NotPending
 from memory.receipts import Outcome
-from memory.records import Kind, Scope, Source, Status
+from memory.records import SOURCE_CONFIDENCE, Kind, Scope, Source, Status
 from memory.store import LoadBounds, Store
 from tests.clock import Clock
 from tests.contract.build import ANA, candidate
@@ -385,6 +385,47 @@ def test_edit_with_optimistic_concurrency(store: Store) -> None:
     [forced_entry] = [e for e in store.audit("acme", memory.id) if e.action == "edit.forced"]
     assert forced_entry.detail["reason"] == "customer called"
     assert "July" not in str(forced_entry.to_json())
+
+
+def test_an_edit_keeps_what_it_replaced_and_becomes_the_operator_s_word(
+    store: Store, clock: Clock
+) -> None:
+    store.apply(
+        [candidate("renewal in May", key="renewal", source=Source.STATED)], handle="h", actor="w"
+    )
+    [memory] = store.show(ANA)
+    clock.advance(hours=1)
+    result = store.edit(ANA, memory.id, version=1, content="renewal in June", actor="op")
+    current = result.current
+    assert (current.id, current.content, current.source) == (
+        memory.id,
+        "renewal in June",
+        Source.OPERATOR,
+    )
+    assert current.confidence == SOURCE_CONFIDENCE[Source.OPERATOR]
+    [kept, now] = store.history(ANA, "renewal")
+    assert now == current and kept.id == current.supersedes_id
+    assert (kept.content, kept.source, kept.status) == (
+        "renewal in May",
+        Source.STATED,
+        Status.SUPERSEDED,
+    )
+    assert kept.superseded_by_id == memory.id and kept.valid_to == current.valid_from
+    assert kept.valid_from == memory.valid_from
+    [entry] = [e for e in store.audit("acme", memory.id) if e.action == "edit"]
+    assert entry.detail["kept_as"] == kept.id
+    assert [m.content for m in store.load(ANA, goal="renewal").ranked] == ["renewal in June"]
+    # A keyless memory's earlier text is kept too, and a retry of the write that made
+    # it meets the operator's word instead of bringing the old text back.
+    said = candidate("prefers calls", source=Source.STATED, task="t2")
+    store.apply([said], handle="h2", actor="w")
+    [plain] = [m for m in store.show(ANA) if m.content == "prefers calls"]
+    store.edit(ANA, plain.id, version=1, content="prefers e-mail", actor="op")
+    everything = {m.content: m for m in store.show(ANA, all_statuses=True)}
+    assert everything["prefers calls"].superseded_by_id == plain.id
+    assert everything["prefers e-mail"].id == plain.id
+    [again] = store.apply([said], handle="h3", actor="w").decisions
+    assert again.outcome is Outcome.REFUSED and again.rule == "idempotency-conflict"
 
 
 def test_audit_records_every_change(store: Store) -> None:

@@ -134,3 +134,10 @@ def test_the_database_folds_as_python_does(store: Store) -> None:
     assert in_database == [(folded(t), unaccented(t)) for t in texts]
     assert {f for f, _ in in_database[:4]} == {"ana"}
     assert in_database[4] == in_database[5] == ("łukasz żółw", "lukasz zolw")
+
+
+def test_the_json_report_says_why_the_forget_was_asked(store: Store) -> None:
+    """`reason` says why a report is partial; the requester's own is `requested_reason`."""
+    asked = forget(store.engine, "--subject", "ana", "--reason", "asked on the phone")
+    assert asked["requested_reason"] == "asked on the phone"
+    assert (asked["exhaustive"], asked["reason"]) == (True, "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -348,3 +349,86 @@ def test_a_scope_part_the_store_cannot_hold_is_a_usage_error(store: Store) -> No
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "Invalid value for '--user'" in result.output
     assert "scope user has 200 characters, more than 128" in result.output
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "secret"),
+    [
+        ("--agent", "xoxb-123456789012-abcdefghijkl", "123456789012"),
+        ("--user", "password=ScopeHunter1", "ScopeHunter1"),
+        ("--user", "sk_live_abcdefghij0123456789", "abcdefghij0123456789"),
+        ("--user", "4111111111111111", "4111111111111111"),
+        ("--tenant", "sk_live_abcdefghij0123456789", "abcdefghij0123456789"),
+    ],
+)
+def test_write_refuses_a_scope_holding_a_secret_before_sending_it(
+    store: Store, flag: str, value: str, secret: str
+) -> None:
+    scope = {"--tenant": "acme", "--user": "ana", "--agent": "triage", flag: value}
+    args = [a for pair in scope.items() for a in pair]
+    result = cli(store, "write", *args, "--content", "renewal in March")
+    assert result.exit_code == 2 and f"Invalid value for '{flag}'" in result.output
+    assert "holds a secret" in result.output and secret not in result.output
+
+
+def test_import_refuses_a_row_holding_a_secret_naming_its_line(
+    store: Store, tmp_path: Path
+) -> None:
+    lines = [
+        json.dumps({"format": "nightshift.tenant-export/1", "tenant": "acme"}),
+        json.dumps({"table": "ns_audit", "row": {"tenant": "acme", "detail": {"k": "v"}}}),
+        json.dumps(
+            {"table": "ns_audit", "row": {"tenant": "acme", "actor": "sk_live_" + "a" * 24}}
+        ),
+    ]
+    path = tmp_path / "edited.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    result = cli(store, "import", str(path))
+    assert result.exit_code == EXIT_INVALID_INPUT, result.output
+    assert "line 3: a ns_audit row holds a secret (stripe_key)" in result.output
+    assert "nothing was imported" in result.output and "a" * 24 not in result.output
+    assert store.audit("acme") == []
+
+
+@pytest.mark.parametrize(
+    ("user", "said"),
+    [
+        ("an\u200ba", "scope user holds an invisible character"),
+        ("ana\u202e", "scope user holds an invisible character"),
+        ("ana\x1b[2J", "scope user holds a control character"),
+        ("ana\nroot", "scope user holds a control character"),
+    ],
+)
+def test_writing_to_a_scope_with_control_or_invisible_characters_is_a_usage_error(
+    store: Store, user: str, said: str
+) -> None:
+    result = cli(store, "write", "--tenant", "acme", "--user", user, "--content", "x")
+    assert result.exit_code == 2 and "Invalid value for '--user'" in result.output
+    assert said in result.output
+    # What an event made is still read (and printed escaped: test_cli_terminal).
+    assert cli(store, "show", "--tenant", "acme", "--user", user).exit_code == 0
+
+
+def test_small_usage_errors_are_named_before_anything_is_sent(store: Store) -> None:
+    origin = cli(store, "load", *ANA_FLAGS, "--origin", "bogus")
+    assert origin.exit_code == 2 and "'private', 'shared', 'api'" in origin.output
+    stated = cli(store, "write", "--tenant", "acme", "--source", "stated", "--content", "x")
+    assert stated.exit_code == 2 and "--source stated needs --user" in stated.output
+    keyless = cli(store, "history", *ANA_FLAGS, "")
+    assert keyless.exit_code == 2 and "must not be empty" in keyless.output
+
+
+def test_write_reads_its_content_from_stdin_for_a_dash(store: Store, tmp_path: Path) -> None:
+    assert store.engine is not None
+    url = store.engine.url.render_as_string(hide_password=False)
+    args = ["--data-dir", str(tmp_path), "--database-url", url, "--broker-url", "filesystem://"]
+    result = CliRunner().invoke(
+        main_group,
+        [*args, "memory", "write", *ANA_FLAGS, "--content", "-", "--json"],
+        input="renewal in March\n",
+    )
+    assert result.exit_code == 0, result.output
+    [message] = (tmp_path / "broker").rglob("*.msg")
+    args_sent = json.loads(base64.b64decode(json.loads(message.read_text())["body"]))[0]
+    [candidate] = args_sent[2]
+    assert candidate["content"] == "renewal in March"

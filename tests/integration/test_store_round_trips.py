@@ -340,14 +340,15 @@ def test_every_row_gets_its_search_vector_however_it_was_written(
             " valid_from, last_reinforced_at) SELECT 'plain', tenant, user_id, agent_id, kind,"
             " '', 'invoices go to finance', 'x', status, source, confidence, reference, run_id,"
             " task_id, agent, subagent, schedule, subject, 'plain', 1, 1.0, created_at,"
-            " valid_from, last_reinforced_at FROM ns_memories"
+            " valid_from, last_reinforced_at FROM ns_memories WHERE status = 'active'"
         )
         vectors = conn.exec_driver_sql(
             "SELECT content, search_vector::text,"
             " search_vector = to_tsvector('english', content) FROM ns_memories ORDER BY content"
         ).all()
-    assert vectors == [
+    assert vectors == [  # the edit keeps what it replaced, with its own vector
         ("invoices go to finance", "'financ':4 'go':2 'invoic':1", True),
+        ("renewal due in March", "'due':2 'march':4 'renew':1", True),
         ("renewal moved", "'move':2 'renew':1", True),
     ]
 

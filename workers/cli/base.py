@@ -16,7 +16,8 @@ import redis.exceptions
 from sqlalchemy import exc
 
 from memory.engine import missing_sqlite_file, safe_url
-from memory.storable import SCOPE_LIMITS, text_problems
+from memory.phrasing import INVISIBLE
+from memory.storable import scope_part_problems
 from workers import schema
 from workers.runtime import Runtime
 from workers.settings import Settings, SettingsError
@@ -229,23 +230,49 @@ def fail(message: str) -> None:
     sys.exit(EXIT_ERROR)
 
 
+TRIGGER_ORIGINS = ("private", "shared", "api")
+"""Where a run's trigger came from (`workers.runs.RunRequest.trigger_origin`)."""
+
+# Characters no name is written with: controls, and what a reader does not see (a
+# zero-width space makes "ana" and "an\u200ba" two people who look like one).
+_CONTROL = re.compile("[\x01-\x1f\x7f-\x9f]")  # a NUL is the store's own refusal
+
+
 def storable_scope_part(
     part: str, *, empty_ok: bool = True
 ) -> Callable[[click.Context, click.Parameter, Any], Any]:
     """A click callback for the scope part `part` (tenant, user, agent): one the store
-    cannot hold (too long, a NUL), or an empty one where `empty_ok` is false, is a
-    usage error naming the option, not a traceback from deeper down."""
+    cannot hold (too long, a NUL, a secret: `memory.storable.scope_part_problems`), or
+    an empty one where `empty_ok` is false, is a usage error naming the option, not a
+    traceback from deeper down (and a secret is never sent on to the writer)."""
 
     def check(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
         if not empty_ok:
             not_empty(ctx, param, value)
-        if value is not None and (
-            problems := text_problems(f"scope {part}", value, SCOPE_LIMITS[part])
-        ):
+        if value is not None and (problems := scope_part_problems(part, value)):
             raise click.BadParameter("; ".join(problems))
         return value
 
     return check
+
+
+def refuse_odd_scope(**parts: str) -> None:
+    """A usage error naming the option when a scope part (tenant=, user=, agent=) to
+    write to holds a control or an invisible character: no one means to type one.
+    Reads take such scopes (an event may have made one) and print them escaped."""
+    for part, value in parts.items():
+        if problems := _odd(part, value):
+            raise click.BadParameter("; ".join(problems), param_hint=f"'--{part}'")
+
+
+def _odd(part: str, value: str) -> list[str]:
+    """What in a scope part no one means to type, never quoting it."""
+    problems = []
+    if _CONTROL.search(value):
+        problems.append(f"scope {part} holds a control character (tab, newline, escape…)")
+    if INVISIBLE.search(value):
+        problems.append(f"scope {part} holds an invisible character (zero-width space, bidi mark…)")
+    return problems
 
 
 def not_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

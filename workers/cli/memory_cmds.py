@@ -31,6 +31,7 @@ from memory.transfer import (
 from workers import runs
 from workers.cli.base import (
     EXIT_INVALID_INPUT,
+    TRIGGER_ORIGINS,
     Context,
     F,
     InvalidInput,
@@ -41,7 +42,9 @@ from workers.cli.base import (
     emit_table,
     json_option,
     main_group,
+    not_empty,
     pass_context,
+    refuse_odd_scope,
     storable_scope_part,
 )
 from workers.hooks.write_back import stored_handle
@@ -129,8 +132,9 @@ def show(
 @click.option("--trigger", default="", help="Trigger text, ranked against.")
 @click.option(
     "--origin",
+    type=click.Choice(TRIGGER_ORIGINS),
     default=None,
-    help="Trigger origin (private, shared, api): apply the agent's rules as a run would.",
+    help="Trigger origin: apply the agent's rules as a run from it would.",
 )
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(0, MAX_LOADED))
 @click.option("--max-chars", default=8000, show_default=True, type=click.IntRange(0))
@@ -190,7 +194,7 @@ def search(
 
 @memory.command("history")
 @scope_options
-@click.argument("key")
+@click.argument("key", callback=not_empty)
 @json_option
 @pass_context
 def history(obj: Context, tenant: str, user: str, agent: str, key: str, as_json: bool) -> None:
@@ -306,7 +310,7 @@ def _print_receipt(found: Any) -> None:
 
 @memory.command("write")
 @scope_options
-@click.option("--content", required=True)
+@click.option("--content", required=True, help="The memory's text ('-' reads it from stdin).")
 @click.option("--kind", type=click.Choice([k.value for k in Kind]), default=Kind.FACT.value)
 @click.option("--key", default="", help="Slot for supersession, e.g. customer.renewal_date.")
 @click.option("--source", type=click.Choice(CLI_SOURCES), default=Source.OPERATOR.value)
@@ -337,6 +341,15 @@ def write(
     from workers.app import WRITE_TASK, create_app
     from workers.enqueue import task_id
     from workers.sharding import write_queue
+
+    refuse_odd_scope(tenant=tenant, user=user, agent=agent)
+    if source == Source.STATED.value and not user:
+        raise click.UsageError(
+            "--source stated needs --user: a statement is a person's own word"
+            " (for the agent or tenant layers, write as the operator)"
+        )
+    if content == "-":
+        content = sys.stdin.read().rstrip("\r\n")
 
     handle = f"{OPERATOR_HANDLE_PREFIX}{uuid.uuid4().hex}"
     candidate = Candidate(

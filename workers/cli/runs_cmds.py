@@ -23,6 +23,7 @@ from workers.agents import UnknownAgentError, resolve
 from workers.app import create_app
 from workers.cli.base import (
     EXIT_ERROR,
+    TRIGGER_ORIGINS,
     Context,
     InvalidInput,
     ShownError,
@@ -69,7 +70,7 @@ from workers.runtime import Runtime
 )
 @click.option(
     "--origin",
-    type=click.Choice(["private", "shared", "api"]),
+    type=click.Choice(TRIGGER_ORIGINS),
     default="api",
     help="Where the trigger came from; user memory is loaded only for private ones.",
 )
