@@ -1,7 +1,7 @@
 """Find secrets in text so that they are never stored, logged or returned.
 
 The write gate refuses any candidate that holds one (`memory.policy`), and logs,
-error messages and task results pass text through `redact` first. Detection is
+error messages and task results pass text through `memory.redaction.redact` first. Detection is
 pure and fast: every pattern is compiled once at import and is tried only where
 its literal anchor (``"akia"``, ``"-----begin"``, ``"pass"``...) occurs, so scanning
 10 KB of ordinary prose takes about a quarter of a millisecond.
@@ -53,8 +53,8 @@ dropped, compatibility forms folded, digits of every script read as digits, and
 look-alike letters of other scripts read as Latin (``раssword`` with a Cyrillic р).
 
 Example:
-    >>> redact("card 4111 1111 1111 1111, key AKIAIOSFODNN7EXAMPLE")
-    'card [REDACTED:card_number], key [REDACTED:aws_access_key]'
+    >>> [f.kind for f in find_secrets("card 4111 1111 1111 1111, key AKIAIOSFODNN7EXAMPLE")]
+    ['card_number', 'aws_access_key']
     >>> contains_secret("order 1234567890123 shipped 2024-05-01")
     False
 """
@@ -67,9 +67,9 @@ import sys
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import unquote
 
+from memory.cards import DIGIT_RUN, card_spans
 from memory.phrasing import CONFUSABLES, as_read
 
 
@@ -378,68 +378,6 @@ _GENERIC_KINDS = frozenset(
     }
 )
 
-# Card numbers: first runs of 13+ digits and separators (cheap), then inside a run,
-# 13-19 digits either contiguous or as a group of four and 2-4 groups of 3-6 (4-4-4-4,
-# 4-6-5, 4-4-4-4-3...), not inside a word, a decimal or a +phone number. ASCII digits
-# only: `\d` would also take other scripts' digits (`find_secrets_as_read` reads
-# those as ASCII first).
-_DIGIT_RUN = re.compile(r"[0-9][0-9 ./_\u2013,\t\r\n-]{11,}[0-9]")
-_CARD = re.compile(
-    r"[0-9](?<![A-Za-z0-9_+][0-9])(?<![0-9][.,][0-9])"
-    r"(?:[0-9]{12,18}|[0-9]{3}(?:(?: ?[-\u2013,] ?|[ ./_\t\n]| {2}|\r\n)[0-9]{3,6}){2,4})"
-    r"(?![A-Za-z0-9_])(?![.,][0-9])"
-)
-_CARD_GROUP = re.compile(r"[0-9]+")
-
-
-def _luhn_ok(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = ord(ch) - 48
-        if i % 2:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
-
-
-def _issued_card(digits: str) -> bool:
-    if not 13 <= len(digits) <= 19:
-        return False
-    if digits[0] in "3456":
-        return _luhn_ok(digits)
-    # Mir (2200-2204) and Mastercard's 2-series (2221-2720); excludes years like 2024.
-    return digits[0] == "2" and 2200 <= int(digits[:4]) <= 2720 and _luhn_ok(digits)
-
-
-def _card_span(text: str, match: re.Match[str]) -> tuple[int, int] | None:
-    """The longest leftmost run of groups inside `match` that is an issued card number."""
-    groups = [g.span() for g in _CARD_GROUP.finditer(text, match.start(), match.end())]
-    for first, (start, first_end) in enumerate(groups):
-        if text[start] not in "23456" or (first and first_end - start != 4):
-            continue
-        for last in range(len(groups) - 1, first - 1, -1):
-            end = groups[last][1]
-            digits = "".join(text[s:e] for s, e in groups[first : last + 1])
-            if len(digits) < 13:
-                break
-            if _issued_card(digits):
-                return start, end
-    return None
-
-
-def _find_cards(text: str) -> list[SecretFinding]:
-    found: list[SecretFinding] = []
-    for run in _DIGIT_RUN.finditer(text):
-        pos = run.start()
-        while (match := _CARD.search(text, pos, run.end() + 1)) and match.start() < run.end():
-            span = _card_span(text, match)
-            if span is None:
-                pos = match.end()
-            else:
-                found.append(SecretFinding("card_number", *span))
-                pos = span[1]
-    return found
-
 
 def _value_span(match: re.Match[str]) -> tuple[int, int]:
     """The span of the first capturing group that took part, else the whole match."""
@@ -484,7 +422,7 @@ def _trie(words: list[str]) -> str:
 
 _ANY_ANCHOR = re.compile(_trie(sorted({a for d in _DETECTORS for a in d.anchors})))
 """Whether a lower-cased text holds any detector's anchor. Every detector is only
-ever tried at one of its anchors, and a card lies inside a `_DIGIT_RUN`, so a text
+ever tried at one of its anchors, and a card lies inside a `memory.cards.DIGIT_RUN`, so a text
 with neither has no finding: two C-level scans replace some thirty `find`s and the
 card scan for the common text that holds nothing. Any other text takes the full path."""
 
@@ -498,14 +436,14 @@ def find_secrets(text: str) -> list[SecretFinding]:
     if not text:
         return []
     lowered = _lower_aligned(text)
-    if _ANY_ANCHOR.search(lowered) is None and _DIGIT_RUN.search(text) is None:
+    if _ANY_ANCHOR.search(lowered) is None and DIGIT_RUN.search(text) is None:
         return []
     return _scan(text, lowered)
 
 
 def _scan(text: str, lowered: str) -> list[SecretFinding]:
     """`find_secrets` without the prefilter: every detector at every anchor."""
-    found = set(_find_cards(text))
+    found = {SecretFinding("card_number", *span) for span in card_spans(text)}
     for detector in _DETECTORS:
         resume = 0
         for pos in _anchor_positions(lowered, detector.anchors):
@@ -529,10 +467,10 @@ def find_secrets_as_read(text: str) -> list[SecretFinding]:
     found = find_secrets(text)
     if found or (text.isascii() and "%" not in text and "&" not in text and "\\" not in text):
         return found  # the common case: ASCII without an escape has no other reading
-    return _found_as_read(text)[1]
+    return found_as_read(text)[1]
 
 
-def _found_as_read(text: str) -> tuple[str, list[SecretFinding]]:
+def found_as_read(text: str) -> tuple[str, list[SecretFinding]]:
     """The reading of `text` its findings index, and the findings (`find_secrets_as_read`)."""
     found = find_secrets(text)
     if not found:
@@ -578,47 +516,3 @@ def _readings(text: str) -> Iterator[str]:
 def contains_secret(text: str) -> bool:
     """Whether `text` holds any secret `find_secrets` knows, hidden or not."""
     return bool(find_secrets_as_read(text))
-
-
-def redact(text: str) -> str:
-    """`text` with every secret replaced by ``[REDACTED:<kind>]``.
-
-    Overlapping findings are merged into one marker named after the finding that
-    starts first (the longest, on a tie), so no part of any secret survives.
-    """
-    # A secret only another reading shows: the text is given as so read, so that the
-    # marker can stand where the secret was.
-    text, findings = _found_as_read(text)
-    if not findings:
-        return text
-    out: list[str] = []
-    pos = 0
-    current = findings[0]
-    end = current.end
-    for finding in findings[1:]:
-        if finding.start < end:
-            end = max(end, finding.end)
-            continue
-        out += [text[pos : current.start], f"[REDACTED:{current.kind}]"]
-        pos, current, end = end, finding, finding.end
-    out += [text[pos : current.start], f"[REDACTED:{current.kind}]", text[end:]]
-    return "".join(out)
-
-
-def redact_json(value: Any) -> Any:
-    """`value` (parsed JSON) with `redact` applied to every string in it, keys
-    included, and a number that is a secret (a card number sent as an integer)
-    replaced by its marker."""
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, dict):
-        return {redact_json(k): redact_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [redact_json(v) for v in value]
-    if (
-        isinstance(value, int)
-        and not isinstance(value, bool)
-        and (found := find_secrets(str(value)))
-    ):
-        return f"[REDACTED:{found[0].kind}]"
-    return value

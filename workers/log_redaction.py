@@ -5,7 +5,7 @@ worker's log whole: "run failed" logs its traceback, whose last line is the
 exception's message, and an agent's exception can quote the token it was given.
 Every handler Celery sets up (the root logger's, which the redirected stdout of a
 Python agent also reaches, and the task logger's) gets `RedactingFilter`, which
-passes each record's message, traceback and stack through `memory.secrets.redact`
+passes each record's message, traceback and stack through `memory.redaction.redact`
 before any formatter sees it. A record without a secret is left as it was.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from celery.signals import after_setup_logger, after_setup_task_logger
 
-from memory.secrets import redact
+from memory.redaction import redact
 
 _TRACEBACKS = logging.Formatter()
 """Formats a record's exception as any handler's formatter would (`exc_text`, once

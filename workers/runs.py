@@ -33,7 +33,7 @@ from sqlalchemy import (
 )
 
 from memory.dialect import insert_ignoring_conflicts
-from memory.secrets import redact, redact_json
+from memory.redaction import redact, redact_json
 from memory.storable import made_storable, unstorable
 from schedules.definition import MAX_PAYLOAD_DEPTH, nesting_depth
 from workers.tables import runs

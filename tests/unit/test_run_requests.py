@@ -21,6 +21,7 @@ def test_secrets_in_a_payload_or_a_goal_are_never_kept() -> None:
             "note": "db at postgres://app:Sup3rS3cret@db/x",
             "card": 4111111111111111,
             "AKIAIOSFODNN7EXAMPLE": [{"deep": "key AKIA\u200bIOSFODNN7EXAMPLE"}],
+            "login": {"user": "ana", "password": "hunter2"},
             "count": 3,
             "ok": True,
         },
@@ -30,6 +31,7 @@ def test_secrets_in_a_payload_or_a_goal_are_never_kept() -> None:
         "note": "db at postgres://app:[REDACTED:url_password]@db/x",
         "card": "[REDACTED:card_number]",
         "[REDACTED:aws_access_key]": [{"deep": "key [REDACTED:aws_access_key]"}],
+        "login": {"user": "ana", "password": "[REDACTED:password_assignment]"},
         "count": 3,
         "ok": True,
     }

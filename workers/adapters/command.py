@@ -51,7 +51,7 @@ from typing import IO, TYPE_CHECKING, ClassVar
 
 import memory
 import workers
-from memory.secrets import redact
+from memory.redaction import redact
 from workers.adapters import mcp, outbox
 from workers.adapters.landlock import Ruleset
 from workers.agents import (

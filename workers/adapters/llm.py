@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memory.records import Memory
-from memory.secrets import redact
+from memory.redaction import redact
 from workers.agents import AgentResult, AgentTimedOut, RunContext
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Sequence
 
-from memory.secrets import redact
+from memory.redaction import redact
 from workers.hooks.state import RunState
 from workers.runs import RunStatus
 

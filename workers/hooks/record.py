@@ -13,7 +13,7 @@ from typing import Any
 from kombu.exceptions import OperationalError as BrokerError
 
 from memory.engine import autocommit, is_transient, retrying
-from memory.secrets import redact
+from memory.redaction import redact
 from workers import runs
 from workers.hooks import Hook
 from workers.hooks.state import RunState

@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memory.redaction import redact
 from memory.secrets import (
     SecretFinding,
     contains_secret,
     find_secrets,
     find_secrets_as_read,
-    redact,
 )
 
 # Well-known test numbers of each network: every one passes Luhn.
