@@ -330,11 +330,19 @@ def text_problem(value: str, *, multi_line: bool = False) -> str:
     )
 
 
-def _require_text(value: Any, name: str, *, empty: bool, multi_line: bool = False) -> None:
+SCOPE_CHARS = 128
+"""The longest agent, tenant and user a run's row holds (`workers.tables.runs`)."""
+
+
+def _require_text(
+    value: Any, name: str, *, empty: bool, multi_line: bool = False, limit: int | None = None
+) -> None:
     if not isinstance(value, str):
         raise DefinitionError(name, f"{name} must be a string, got {type(value).__name__}")
     if not empty and not value.strip():
         raise DefinitionError(name, f"{name} must not be empty")
+    if limit is not None and len(value) > limit:
+        raise DefinitionError(name, f"{name} has {len(value)} characters, more than {limit}")
     if problem := text_problem(value, multi_line=multi_line):
         raise DefinitionError(name, f"{name} {problem}")
 
@@ -403,9 +411,9 @@ class Schedule:
                 f"schedule name {self.name!r} is invalid: use 1-128 letters, digits, "
                 "'.', '_' or '-', starting with a letter or digit",
             )
-        _require_text(self.agent, "agent", empty=False)
-        _require_text(self.tenant, "tenant", empty=False)
-        _require_text(self.user, "user", empty=True)
+        _require_text(self.agent, "agent", empty=False, limit=SCOPE_CHARS)
+        _require_text(self.tenant, "tenant", empty=False, limit=SCOPE_CHARS)
+        _require_text(self.user, "user", empty=True, limit=SCOPE_CHARS)
         _require_text(self.goal, "goal", empty=True, multi_line=True)
         _require_text(self.pause_note, "pause_note", empty=True)
         if not isinstance(self.source, str):

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from schedules.definition import (
+    SCOPE_CHARS,
     Catchup,
     Cron,
     DefinitionError,
@@ -26,6 +27,7 @@ from schedules.files import (
     parse_active_hours,
     parse_duration,
 )
+from workers.tables import runs
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -927,3 +929,21 @@ def test_regions_utc_and_stored_legacy_zones_still_load() -> None:
     for zone in ("Europe/Berlin", "America/New_York", "UTC", "Etc/GMT+5"):
         assert Cron("0 7 * * *", zone).timezone == zone
     assert Cron("0 7 * * *", "CET").timezone == "CET"  # applied before: beat keeps firing it
+
+
+@pytest.mark.parametrize("field", ["agent", "tenant", "user"])
+def test_a_scope_longer_than_a_run_row_holds_is_refused_with_its_line(
+    tmp_path: Path, field: str
+) -> None:
+    fields = {"agent": "a", "tenant": "t", "user": "u", field: "x" * (SCOPE_CHARS + 1)}
+    body = "".join(f'{name} = "{value}"\n' for name, value in fields.items())
+    path = write(tmp_path, "long.toml", f'[[schedule]]\nname = "n"\n{body}event = true\n')
+
+    error = only_error(load_path(path))
+
+    assert error.field == field and error.line == 3 + list(fields).index(field)
+    assert error.message == f"{field} has {SCOPE_CHARS + 1} characters, more than {SCOPE_CHARS}"
+
+
+def test_the_scope_limit_is_what_a_run_row_holds() -> None:
+    assert {runs.c[c].type.length for c in ("agent", "tenant", "user_id")} == {SCOPE_CHARS}
