@@ -8,16 +8,23 @@ is the form they share: invisible characters removed (`phrasing.INVISIBLE`),
 compatibility forms folded (NFKC, which also composes NFD), each run of white
 space made one space, the ends trimmed, lower-cased.
 
-`ns_unaccent(text)` goes one step further for a forget's verification: the folded
-form without accents or strokes ("Łukasz Żółw" and full-width "Ｌｕｋａｓｚ Zolw"
+`ns_unconfuse(text)` is what a forget compares: the folded form with the letters of
+other scripts that pass for Latin ones read as those (`phrasing.CONFUSABLES`, the
+secret detector's second reading): "Аna Petrova" with a Cyrillic А, or a Greek Α,
+is "ana petrova". Only a forget reads text so; stored text and keys keep their
+letters ("Анна" stays Cyrillic, and only its look-alike "А" is read as "a", on
+both sides of a comparison alike).
+
+`ns_unaccent(text)` goes one step further for a forget's verification: that form
+without accents or strokes ("Łukasz Żółw" and full-width "Ｌｕｋａｓｚ Zolw"
 are both "lukasz zolw"). A forget does not delete by it — "Lukasz" may be another
 person — but does not call itself exhaustive while such a spelling remains.
 
 Both run in the database, so a forget compares rows where they are instead of
-reading a tenant's rows into Python: SQLite calls `folded` and `unaccented`
-(registered on every connection by `memory.engine`), PostgreSQL SQL functions
+reading a tenant's rows into Python: SQLite calls `folded`, `unconfused` and
+`unaccented` (registered on every connection by `memory.engine`), PostgreSQL SQL functions
 of the same meaning built from `normalize`, `regexp_replace`, `translate` and
-`lower` (migration 0011, and `create_all`). A query folds both sides of a comparison in the database, so
+`lower` (migrations 0011 and 0018, and `create_all`). A query folds both sides of a comparison in the database, so
 where the two dialects disagree on a rare letter (PostgreSQL lowers "İ" to "i",
 Python to "i̇") each still agrees with itself.
 
@@ -42,7 +49,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Text, func
 
-from memory.phrasing import INVISIBLE, as_read
+from memory.phrasing import CONFUSABLES, INVISIBLE, as_read
 
 SPACES = re.compile("[\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
 """A run of white space, as literal characters both Python and PostgreSQL read (their
@@ -54,18 +61,30 @@ _STROKED, _PLAIN = "łøđħıŧ", "lodhit"
 """Lower-case letters with a stroke (or without a dot) that no decomposition undoes."""
 _UNSTROKE = str.maketrans(_STROKED, _PLAIN)
 
+_LOOK_ALIKES = "".join(map(chr, CONFUSABLES))
+_LATIN = "".join(map(chr, CONFUSABLES.values()))
+_SPELLED_SQL = (
+    f"btrim(regexp_replace(normalize(regexp_replace(value, '{INVISIBLE.pattern}', '', 'g'), NFKC),"
+    f" '{SPACES.pattern}', ' ', 'g'), ' ')"
+)
+"""`spelled` in SQL."""
+
 POSTGRES_DDL = (
     "CREATE OR REPLACE FUNCTION ns_fold(value text) RETURNS text"
-    " LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT lower(btrim(regexp_replace("
-    f"normalize(regexp_replace(value, '{INVISIBLE.pattern}', '', 'g'), NFKC),"
-    f" '{SPACES.pattern}', ' ', 'g'), ' ')) $$",
+    f" LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT lower({_SPELLED_SQL}) $$",
+    "CREATE OR REPLACE FUNCTION ns_unconfuse(value text) RETURNS text"
+    " LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT lower(translate("
+    f"{_SPELLED_SQL}, '{_LOOK_ALIKES}', '{_LATIN}')) $$",
     "CREATE OR REPLACE FUNCTION ns_unaccent(value text) RETURNS text"
     " LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT translate(regexp_replace("
-    f"normalize(ns_fold(value), NFKD), '{MARKS.pattern}', '', 'g'), '{_STROKED}', '{_PLAIN}') $$",
+    f"normalize(ns_unconfuse(value), NFKD), '{MARKS.pattern}', '', 'g'), '{_STROKED}',"
+    f" '{_PLAIN}') $$",
 )
-"""`folded` and `unaccented` in SQL: plain SQL functions, so the planner inlines them."""
+"""`folded`, `unconfused` and `unaccented` in SQL: plain SQL functions, so the planner
+inlines them. `ns_unaccent` calls `ns_unconfuse`, so it is created after it."""
 POSTGRES_DROP = (
     "DROP FUNCTION IF EXISTS ns_unaccent(text)",
+    "DROP FUNCTION IF EXISTS ns_unconfuse(text)",
     "DROP FUNCTION IF EXISTS ns_fold(text)",
 )
 
@@ -101,15 +120,28 @@ def folded_key(key: str) -> str:
     return key if key.startswith(ITEM_KEY_PREFIXES) else folded(key)
 
 
+def unconfused(text: str) -> str:
+    """`spelled(text)` with look-alike letters of other scripts read as the Latin ones
+    they pass for (`phrasing.CONFUSABLES`), then lower-cased (in that order: a
+    Cyrillic "Н" looks like "H", its "н" like no Latin letter): what `ns_unconfuse` makes of
+    `text` on SQLite. "Аna Petrova" with a Cyrillic А is "ana petrova"."""
+    return spelled(text).translate(CONFUSABLES).lower()
+
+
 def unaccented(text: str) -> str:
-    """`folded(text)` without accents and strokes: what `ns_unaccent` makes of `text`
-    on SQLite. "Łukasz Żółw" is "lukasz zolw"."""
-    return MARKS.sub("", unicodedata.normalize("NFKD", folded(text))).translate(_UNSTROKE)
+    """`unconfused(text)` without accents and strokes: what `ns_unaccent` makes of
+    `text` on SQLite. "Łukasz Żółw" is "lukasz zolw"."""
+    return MARKS.sub("", unicodedata.normalize("NFKD", unconfused(text))).translate(_UNSTROKE)
 
 
 def fold(expression: Any) -> ColumnElement[str]:
     """`ns_fold(expression)`: an SQL text folded as `folded` folds it."""
     return func.ns_fold(expression, type_=Text)
+
+
+def unconfuse(expression: Any) -> ColumnElement[str]:
+    """`ns_unconfuse(expression)`: an SQL text as `unconfused` makes it."""
+    return func.ns_unconfuse(expression, type_=Text)
 
 
 def unaccent(expression: Any) -> ColumnElement[str]:
@@ -118,8 +150,9 @@ def unaccent(expression: Any) -> ColumnElement[str]:
 
 
 def register_sqlite(dbapi_connection: Any) -> None:
-    """Make `ns_fold` and `ns_unaccent` callable on a new SQLite connection."""
-    for name, python in (("ns_fold", folded), ("ns_unaccent", unaccented)):
+    """Make `ns_fold`, `ns_unconfuse` and `ns_unaccent` callable on a new SQLite connection."""
+    functions = (("ns_fold", folded), ("ns_unconfuse", unconfused), ("ns_unaccent", unaccented))
+    for name, python in functions:
         dbapi_connection.create_function(name, 1, _or_null(python), deterministic=True)
 
 

@@ -4,8 +4,8 @@ Only the person a memory is about and the operator may make memory forget
 (`memory.forgetting` refuses everyone else). A selector names what to forget
 within one tenant; `Selector.where` is its clause and `allowed` the requester's,
 both over `ns_memories`. A person and a text are found in every spelling that
-reads the same (`memory.folding`): "Ana", "ana " and "Ａｎａ" are one person,
-whether they ask to forget or are forgotten.
+reads the same (`memory.folding.unconfused`): "Ana", "ana ", "Ａｎａ" and "Аna" with
+a Cyrillic А are one person, whether they ask to forget or are forgotten.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, literal, not_, or_
 
 from memory.dialect import holds
-from memory.folding import fold, folded, unaccent
+from memory.folding import folded, unaccent, unconfuse
 from memory.records import Scope, Source
 from memory.tables import memories
 
@@ -131,7 +131,7 @@ class Selector:
             case SelectorKind.ID:
                 clause = c.id.in_(self.ids)
             case SelectorKind.TEXT:
-                clause = holds(fold(c.content), fold(literal(self.value)))
+                clause = holds(unconfuse(c.content), unconfuse(literal(self.value)))
             case _:
                 raise ValueError(f"selector {self.kind} has no clause")
         return and_(c.tenant == self.tenant, clause)
@@ -171,7 +171,8 @@ def about(person: str) -> ColumnElement[bool]:
     """Rows about `person`: their subject names that person, or they name no one and
     belong to the person's own scope. Names compare as read (`memory.folding`):
     "Ana", "ana " and "Ａｎａ" are one person, whether they ask to forget or are
-    forgotten, and the re-count that proves a forget asks the same way."""
+    forgotten, and the re-count that proves a forget asks the same way. Letters of
+    other scripts that pass for Latin ones read as those ("Аna" with a Cyrillic А)."""
     c = memories.c
-    person_name, subject = fold(literal(person)), fold(c.subject)
-    return or_(subject == person_name, and_(subject == "", fold(c.user_id) == person_name))
+    person_name, subject = unconfuse(literal(person)), unconfuse(c.subject)
+    return or_(subject == person_name, and_(subject == "", unconfuse(c.user_id) == person_name))

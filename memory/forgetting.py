@@ -13,8 +13,9 @@ brings it to another database forgets those ids there too (`memory.forget_replay
 
 Who may ask and what a selector reaches are `memory.forget_selection`'s: a
 person and a text are found in every spelling that reads the same — case,
-surrounding and repeated white space, invisible characters, NFKC forms — by the
-delete and by the re-count alike (`memory.folding`, in the database).
+surrounding and repeated white space, invisible characters, NFKC forms, Cyrillic
+and Greek letters that pass for Latin ones — by the delete and by the re-count
+alike (`memory.folding.unconfused`, in the database).
 
 Afterwards every place is listed again. The report says
 `scanned = skipped + deleted + failed` (checked before it is returned),

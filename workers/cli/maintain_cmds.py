@@ -177,7 +177,8 @@ def _selector(tenant: str, options: dict[str, Any]) -> Selector:
 )
 @click.option(
     "--subject",
-    help="Everything about this person, however the name is spelled (case, spaces, Unicode form).",
+    help="Everything about this person, however the name is spelled (case, spaces, Unicode"
+    " form, look-alike letters of other scripts).",
 )
 @click.option("--scope", "scope", help="Everything in tenant/user/agent (use * for any).")
 @click.option("--run", help="Everything a run wrote.")
@@ -187,7 +188,8 @@ def _selector(tenant: str, options: dict[str, Any]) -> Selector:
 @click.option("--id", "ids", multiple=True, help="These memories (repeatable).")
 @click.option(
     "--text",
-    help="Every memory whose content contains this text, in any case, spacing or Unicode form.",
+    help="Every memory whose content contains this text, in any case, spacing or Unicode form"
+    " (look-alike letters of other scripts too).",
 )
 @click.option(
     "--as",

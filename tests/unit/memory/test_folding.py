@@ -6,7 +6,7 @@ import unicodedata
 
 import pytest
 
-from memory.folding import folded, folded_key, spelled, unaccented
+from memory.folding import folded, folded_key, spelled, unaccented, unconfused
 from memory.forgetting import Selector
 from memory.policy import Action, AgentRules, judge
 from memory.records import Candidate, Kind, Provenance, Scope, Source
@@ -28,6 +28,25 @@ from memory.writing import stored_subject
 def test_a_text_is_spelled_as_it_reads_and_folded_without_case(text: str, read: str) -> None:
     assert spelled(text) == read
     assert folded(text) == read.lower()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Ana Petrova",
+        "\u0410na Petrova",  # Cyrillic А
+        "\u0410n\u0430 \u0420\u0435tr\u043ev\u0430",  # six Cyrillic letters
+        "\u0391NA PETROVA",  # Greek Α
+        "\u0410na\u200b \uff30etrova",  # Cyrillic А, zero width, full-width Ｐ
+    ],
+)
+def test_a_forget_reads_look_alike_letters_of_other_scripts_as_latin(text: str) -> None:
+    assert unconfused(text) == "ana petrova"
+
+
+def test_words_of_other_scripts_keep_the_letters_that_pass_for_no_latin_one() -> None:
+    assert unconfused("Анна Петрова") == "a\u043d\u043da \u043fe\u0442po\u0432a"
+    assert folded("\u0410na") == "\u0430na"  # keys and stored text keep their letters
 
 
 @pytest.mark.parametrize(
