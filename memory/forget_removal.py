@@ -85,17 +85,6 @@ def matching(where: ColumnElement[bool], whole_rows: bool) -> ColumnElement[bool
     return and_(where, memories.c.id.not_in(summaries))
 
 
-def only_others(
-    conn: Connection, where: ColumnElement[bool], allowed: ColumnElement[bool], whole_rows: bool
-) -> bool:
-    """Rows match and the requester may forget none of them: a refusal, not a forget."""
-    matched = matching(where, whole_rows)
-    if conn.execute(select(memories.c.id).where(matched).limit(1)).first() is None:
-        return False
-    query = select(memories.c.id).where(matched, allowed).limit(1)
-    return conn.execute(query).first() is None
-
-
 def _expand(
     conn: Connection, start: set[str], allowed: ColumnElement[bool], contributors_too: bool
 ) -> dict[str, set[str]]:

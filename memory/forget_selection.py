@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, literal, not_, or_
 
 from memory.dialect import holds
-from memory.folding import folded, unaccent, unconfuse
+from memory.folding import folded, unaccent, unconfuse, unconfused
 from memory.records import Scope, Source
 from memory.tables import memories
 
@@ -146,6 +146,12 @@ class Selector:
         c = memories.c
         spelled_so = holds(unaccent(c.content), unaccent(literal(self.value)))
         return and_(c.tenant == self.tenant, spelled_so, not_(self.where()))
+
+    def names_someone_else(self, person: str) -> bool:
+        """A forget by subject whose name does not read as `person`'s
+        (`memory.folding.unconfused`): a person may not ask for it, whether or not
+        anything about that name is stored (so asking tells them nothing)."""
+        return self.kind is SelectorKind.SUBJECT and unconfused(self.value) != unconfused(person)
 
     def describe(self) -> dict[str, Any]:
         """For audit and tombstones: the kind, and the value unless it is text."""

@@ -1,7 +1,8 @@
 """Forgetting that can be proven: delete, rebuild what carried it, re-list, report.
 
 Only the person a memory is about and the operator may make memory forget; an
-agent's request (peer or not) is refused and the refusal audited. A forget
+agent's request (peer or not) is refused and the refusal audited. A person's
+forget reaches, counts and reports only the memories about them. A forget
 removes the matching memories, their superseded versions, their full-text
 entries (FTS5 is optimised so deleted tokens leave its segments; PostgreSQL's
 table is vacuumed), pending review items (they are rows too), and rebuilds
@@ -40,7 +41,7 @@ from sqlalchemy import ColumnElement, Connection, Engine, and_, insert, literal,
 
 from memory.folding import folded
 from memory.forget_places import TextPlace, scrub
-from memory.forget_removal import compact_fulltext, contents_of, listing, only_others, remove
+from memory.forget_removal import compact_fulltext, contents_of, listing, remove
 from memory.forget_replay import ids_text
 from memory.forget_selection import Requester, Role, Selector, SelectorKind, allowed
 from memory.forget_verification import count_where, relist, still_held
@@ -109,27 +110,31 @@ def forget(
 
     `places` are tables outside memory that may quote the forgotten text (a run's
     summary or payload); it is scrubbed there too and they are re-listed.
+
+    A person's forget reaches only the memories about them: what the selector
+    matches besides is neither listed nor counted (not even as skipped), so its
+    report is the one it would be were those memories not there — a text, a run
+    or an id that matches only someone else's memories is answered as one that
+    matches nothing, and tells the person nothing about them.
+
     Raises ForgetRefused (after auditing the refusal) for an agent, and for a person
-    when everything the selector matches is about someone else: a refusal writes
-    no tombstone, which would record a forget that never happened (and that
-    imports and audits would then account for). Raises EditRefused for a reason
-    holding a secret (the tombstone would keep it for good).
+    asking to forget by another person's name (`Selector.names_someone_else`):
+    decided by the request alone, whatever is stored. A refusal writes no
+    tombstone, which would record a forget that never happened (and that imports
+    and audits would then account for). Raises EditRefused for a reason holding a
+    secret (the tombstone would keep it for good).
     """
     check_reason(reason)
     if requester.role in (Role.AGENT, Role.MAINTENANCE) or not folded(requester.name):
         _refuse(engine, selector, requester, now, AGENTS_REFUSED)
+    if requester.role is Role.PERSON and selector.names_someone_else(requester.name):
+        _refuse(engine, selector, requester, now, NOT_THEIRS)
     reach = allowed(requester)
-    if requester.role is Role.PERSON:
-        with engine.connect() as conn:
-            theirs_none = only_others(
-                conn, selector.where(), reach, whole_rows=selector.kind is SelectorKind.ID
-            )
-        if theirs_none:
-            _refuse(engine, selector, requester, now, NOT_THEIRS)
+    where = selector.where() if requester.role is Role.OPERATOR else and_(selector.where(), reach)
     return _run(
         engine,
         selector.tenant,
-        selector.where(),
+        where,
         reach,
         selector.describe(),
         requester,
@@ -202,10 +207,10 @@ def _refuse(
     )
     if rule == NOT_THEIRS:
         raise ForgetRefused(
-            f"{requester.actor} may forget only memory about {requester.name!r}: what this forget"
-            f" matches in tenant {selector.tenant!r} is about someone else, so nothing was"
-            " forgotten and no tombstone written (the refusal is audited); the person it is"
-            " about or the operator may forget it"
+            f"{requester.actor} may forget only memory about {requester.name!r}, not about"
+            f" {selector.value!r} (in tenant {selector.tenant!r}): nothing was forgotten and no"
+            " tombstone written (the refusal is audited); the person it is about or the"
+            " operator may forget it"
         )
     raise ForgetRefused(
         f"{requester.actor} may not forget memory in tenant {selector.tenant!r}: only the person "
