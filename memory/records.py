@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,6 +18,30 @@ from typing import Any
 
 ANY = ""
 """The wildcard in a scope column: `shared` has no agent, `agent` no user, `tenant` neither."""
+
+_PART_ESCAPES = str.maketrans({"%": "%25", "/": "%2F", "*": "%2A", "@": "%40"})
+_ESCAPED = re.compile("%(25|2F|2A|40)", re.IGNORECASE)
+
+
+def quote_part(name: str) -> str:
+    """`name` (a tenant, user or agent) as one part of a text that joins such parts:
+    a scope's `tenant/user/agent`, with `*` for no user or agent, and a run's key
+    (`agent/tenant/user@event:id`, `workers.runs`). Inside a part `%`, `/`, `*` and
+    `@` are written `%25`, `%2F`, `%2A` and `%40`, so two different scopes never
+    read the same (tenant `x/y` and tenant `x` with user `y`; a user named `*` and
+    no user). Names are stored as they are, with those characters: only their text
+    form is quoted, and a name without them is left as it is.
+
+        >>> quote_part("ana/ops"), quote_part("Żaneta")
+        ('ana%2Fops', 'Żaneta')
+    """
+    return name.translate(_PART_ESCAPES)
+
+
+def unquote_part(text: str) -> str:
+    """The name `quote_part` wrote as `text`. Only its four escapes are undone: a
+    `%` not starting one of them ("50%off", typed as stored) stays as it is."""
+    return _ESCAPED.sub(lambda found: chr(int(found.group(1), 16)), text)
 
 
 class Layer(enum.StrEnum):
@@ -121,15 +146,22 @@ class Scope:
         return Scope(self.tenant)
 
     def __str__(self) -> str:
-        return f"{self.tenant}/{self.user or '*'}/{self.agent or '*'}"
+        """`tenant/user/agent`, `*` for no user or agent, each name a `quote_part`:
+        the text audit details, exports, forget reports and the CLI show."""
+        parts = (self.tenant, self.user, self.agent)
+        return "/".join(quote_part(part) if part else "*" for part in parts)
 
     @classmethod
     def parse(cls, text: str) -> Scope:
-        """Parse `tenant/user/agent` with `*` for a wildcard."""
+        """Parse `tenant/user/agent` with `*` for a wildcard, as `str` writes it (a
+        `/`, `*`, `@` or `%` inside a name written `%2F`, `%2A`, `%40`, `%25`)."""
         parts = text.split("/")
         if len(parts) != 3:
-            raise ValueError(f"scope {text!r} is not tenant/user/agent (use * for any)")
-        tenant, user, agent = (ANY if p == "*" else p for p in parts)
+            raise ValueError(
+                f"scope {text!r} is not tenant/user/agent (use * for any; a / or * inside a"
+                " name is written %2F or %2A)"
+            )
+        tenant, user, agent = (ANY if p == "*" else unquote_part(p) for p in parts)
         return cls(tenant, user, agent)
 
 

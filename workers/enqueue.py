@@ -14,6 +14,7 @@ from datetime import datetime
 from celery import Celery
 
 from memory.engine import retrying
+from memory.records import quote_part
 from workers import runs
 from workers.app import RUN_TASK, RUNS_QUEUE
 from workers.runs import RunRequest
@@ -65,7 +66,8 @@ def resend(app: Celery, run: runs.Run) -> None:
 
 def _describe(key: str, agent: str, tenant: str, user: str, trigger: str) -> str:
     # What Flower shows as the task's arguments: who and why, never content.
-    return f"(run={key!r}, agent={agent!r}, scope='{tenant}/{user or '*'}', trigger={trigger!r})"
+    scope = f"{quote_part(tenant)}/{quote_part(user) if user else '*'}"
+    return f"(run={key!r}, agent={agent!r}, scope={scope!r}, trigger={trigger!r})"
 
 
 @retrying()

@@ -33,6 +33,7 @@ from sqlalchemy import (
 )
 
 from memory.dialect import insert_ignoring_conflicts
+from memory.records import quote_part
 from memory.redaction import redact, redact_json
 from memory.storable import made_storable, unstorable
 from schedules.definition import MAX_PAYLOAD_DEPTH, nesting_depth
@@ -52,25 +53,13 @@ def fit(prefix: str, text: str, limit: int) -> str:
     return f"{prefix}{text[: limit - len(prefix) - 17]}~{digest}"
 
 
-_KEY_ESCAPES = str.maketrans({"%": "%25", "/": "%2F", "*": "%2A", "@": "%40"})
-
-
-def key_part(text: str) -> str:
-    """`text` as one part of a run key. A key joins its parts with `/` and `@`
-    (`agent/tenant/user@event:id`, `<key>/sub:name`) and writes no user as `*`;
-    inside a part those, and `%`, are written `%2F`, `%40`, `%2A` and `%25`, so two
-    different scopes, events or subagents never make the same key (tenant `x/y`
-    and tenant `x` with user `y/*` did). Text without them is left as it is."""
-    return text.translate(_KEY_ESCAPES)
-
-
 def trigger_key(agent: str, tenant: str, user: str, event_id: str = "") -> str:
     """The key of a run triggered now: `agent/tenant/user@event:id`, the same for the
     same event in the same scope (so it makes one run), or `…@manual:<uuid4>`, new
     each time, without an event id. A long event id is shortened with its hash
     (`fit`): the same event still makes one run."""
-    scope = (key_part(agent), key_part(tenant), key_part(user) if user else "*")
-    trigger = f"event:{key_part(event_id)}" if event_id else f"manual:{uuid.uuid4()}"
+    scope = (quote_part(agent), quote_part(tenant), quote_part(user) if user else "*")
+    trigger = f"event:{quote_part(event_id)}" if event_id else f"manual:{uuid.uuid4()}"
     return fit("", f"{'/'.join(scope)}@{trigger}", RUN_KEY_CHARS)
 
 

@@ -26,13 +26,13 @@ from datetime import datetime
 from sqlalchemy import Connection
 
 from memory.engine import retrying
-from memory.records import Candidate, Provenance, Scope, Source, content_hash
+from memory.records import Candidate, Provenance, Scope, Source, content_hash, quote_part
 from workers import runs
 from workers.agents import RunCancelled, SpawnRequest, Subagent
 from workers.enqueue import task_id
 from workers.hooks import Hook
 from workers.hooks.state import RunState
-from workers.runs import RUN_KEY_CHARS, Run, RunRequest, RunStatus, fit, key_part
+from workers.runs import RUN_KEY_CHARS, Run, RunRequest, RunStatus, fit
 
 SUBAGENT_STATE = {
     RunStatus.SUCCEEDED: "succeeded",
@@ -45,8 +45,8 @@ SUBAGENT_STATE = {
 
 def child_key(parent_key: str, name: str) -> str:
     """`<parent key>/sub:<name>`, shortened with its hash when it would not fit a run
-    key (a subagent's subagent of a long event's run); the name is a `key_part`."""
-    return fit("", f"{parent_key}/sub:{key_part(name)}", RUN_KEY_CHARS)
+    key (a subagent's subagent of a long event's run); the name is a `quote_part`."""
+    return fit("", f"{parent_key}/sub:{quote_part(name)}", RUN_KEY_CHARS)
 
 
 def child_request(

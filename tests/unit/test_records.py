@@ -62,6 +62,29 @@ def test_scope_parse_round_trips_and_rejects_garbage() -> None:
     assert Scope("t", "u", "a").layer is Layer.PRIVATE
 
 
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        (Scope("x/y", "", "a"), Scope("x", "y", "a")),  # a tenant with a slash
+        (Scope("x", "y/*", ""), Scope("x", "y", "")),
+        (Scope("x", "*", "a"), Scope("x", ANY, "a")),  # a user named *, and no user
+        (Scope("x", "u@h", "a"), Scope("x", "u%40h", "a")),  # the escape itself is escaped
+    ],
+)
+def test_different_scopes_never_read_the_same(one: Scope, other: Scope) -> None:
+    assert str(one) != str(other)
+    assert (Scope.parse(str(one)), Scope.parse(str(other))) == (one, other)
+
+
+def test_a_plain_scope_reads_as_it_always_did() -> None:
+    assert str(Scope("acme", "ana", "triage")) == "acme/ana/triage"
+    assert str(Scope("acme", ANY, "triage")) == "acme/*/triage"
+    assert str(Scope("tenant 7", "Żaneta", "")) == "tenant 7/Żaneta/*"
+    assert str(Scope("x/y", "a*b", "c@d%")) == "x%2Fy/a%2Ab/c%40d%25"
+    assert Scope.parse("x%2fy/a%2Ab/c%40d%25") == Scope("x/y", "a*b", "c@d%")
+    assert Scope.parse("acme/50%off/x") == Scope("acme", "50%off", "x")  # no escape: as is
+
+
 def test_candidate_json_round_trip_and_default_idempotency_key() -> None:
     c = Candidate(
         scope=Scope("t", "u", "a"),

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from memory.records import quote_part
 from memory.storable import HANDLE_CHARS
 from workers.hooks.write_back import receipt_handle
-from workers.runs import RUN_KEY_CHARS, fit, key_part, trigger_key
+from workers.runs import RUN_KEY_CHARS, fit, trigger_key
 from workers.subagents import child_key
 
 
@@ -67,4 +68,4 @@ def test_an_event_id_never_makes_the_key_of_another_runs_subagent() -> None:
     parent = trigger_key("triage", "acme", "", "1")
     assert child_key(parent, "research") != trigger_key("triage", "acme", "", "1/sub:research")
     assert child_key(parent, "a/sub:b") != child_key(child_key(parent, "a"), "b")
-    assert key_part("tenant 7 · Żubrówka") == "tenant 7 · Żubrówka"
+    assert quote_part("tenant 7 · Żubrówka") == "tenant 7 · Żubrówka"

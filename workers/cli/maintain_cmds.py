@@ -180,7 +180,12 @@ def _selector(tenant: str, options: dict[str, Any]) -> Selector:
     help="Everything about this person, however the name is spelled (case, spaces, Unicode"
     " form, look-alike letters of other scripts).",
 )
-@click.option("--scope", "scope", help="Everything in tenant/user/agent (use * for any).")
+@click.option(
+    "--scope",
+    "scope",
+    help="Everything in tenant/user/agent (use * for any), written as `memory show` writes it:"
+    " a / * @ % inside a name is %2F %2A %40 %25.",
+)
 @click.option("--run", help="Everything a run wrote.")
 @click.option(
     "--source", help="Everything from a source: stated, operator, observed, inferred, subagent."
