@@ -160,18 +160,18 @@ def _check_options(
         resolve(agent, agents)
     except UnknownAgentError as error:
         raise InvalidInput(str(error)) from None
+    # A scope holding a secret is refused here too (`scope_problems`): the payload and
+    # goal are redacted, but tenant, user and event id make the run key, which is kept
+    # whole (the run record, the broker, Flower, the logs, the results).
     if problems := scope_problems(Scope(tenant, user, agent)):
         raise InvalidInput(f"{'; '.join(problems)}; nothing was enqueued")
-    for option, value in (("--tenant", tenant), ("--user", user), ("--event-id", event_id or "")):
-        if found := find_secrets_as_read(value):
-            # The payload and goal are redacted; these make the run key, which is
-            # kept whole (the run record, the broker, Flower, the logs, the results).
-            kinds = ", ".join(sorted({f.kind for f in found}))
-            raise InvalidInput(
-                f"{option} holds a secret ({kinds}); it would be kept in the run key, the"
-                " broker and the logs: name the event by an id, not a credential;"
-                " nothing was enqueued"
-            )
+    if found := find_secrets_as_read(event_id or ""):
+        kinds = ", ".join(sorted({f.kind for f in found}))
+        raise InvalidInput(
+            f"--event-id holds a secret ({kinds}); it would be kept in the run key, the"
+            " broker and the logs: name the event by an id, not a credential;"
+            " nothing was enqueued"
+        )
     for option, value in (("--event-id", event_id or ""), ("--goal", goal)):
         if what := unstorable(value):
             raise InvalidInput(f"{option} holds {what}, which no store keeps; nothing was enqueued")
