@@ -176,30 +176,23 @@ class GateConfig:
 def _size(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | None:
     if is_blank(c.content):
         return Verdict(Action.REFUSE, c.kind, "content is empty", Rule.EMPTY_CONTENT)
-    if len(c.content) > config.max_content_chars:
-        return Verdict(
-            Action.REFUSE,
-            c.kind,
-            f"content has {len(c.content)} characters, more than {config.max_content_chars};"
-            " split it or store a summary",
-            Rule.TOO_LONG,
-        )
-    if len(c.provenance.reference) > config.max_reference_chars:
-        return Verdict(
-            Action.REFUSE,
-            c.kind,
-            f"reference has {len(c.provenance.reference)} characters, more than"
-            f" {config.max_reference_chars}; a reference names where the content came from",
-            Rule.TOO_LONG,
-        )
-    if len(c.evidence) > config.max_content_chars:
-        return Verdict(
-            Action.REFUSE,
-            c.kind,
-            f"evidence has {len(c.evidence)} characters, more than {config.max_content_chars};"
-            " quote the part that shows it",
-            Rule.TOO_LONG,
-        )
+    for name, value, limit, advice in (
+        ("content", c.content, config.max_content_chars, "split it or store a summary"),
+        (
+            "reference",
+            c.provenance.reference,
+            config.max_reference_chars,
+            "a reference names where the content came from",
+        ),
+        ("evidence", c.evidence, config.max_content_chars, "quote the part that shows it"),
+    ):
+        if len(value) > limit:
+            return Verdict(
+                Action.REFUSE,
+                c.kind,
+                f"{name} has {len(value)} characters, more than {limit}; {advice}",
+                Rule.TOO_LONG,
+            )
     if len(c.key) > config.max_key_chars:
         return Verdict(
             Action.REFUSE,
