@@ -17,6 +17,8 @@ import html
 import re
 import unicodedata
 
+from memory.literals import screen
+
 
 def _w(*words: str) -> str:
     """Any of `words`, starting at a word boundary checked *after* the literal."""
@@ -126,8 +128,15 @@ instead of being tried at every "i" and "w" of every candidate."""
 _ANY_GATE = re.compile("|".join(sorted({w for words, _ in _GATED for w in words})))
 
 
+_INSTRUCTION_SCREEN = screen([*_INSTRUCTION, *(p for _, p in _GATED)])
+"""Found in every text that an instruction pattern matches (`memory.literals`): most
+facts hold none of the patterns' literals, and one scan tells so."""
+
+
 def _instructs(lowered: str) -> bool:
     """Whether lower-cased text (led by "\\n") matches an instruction pattern."""
+    if _INSTRUCTION_SCREEN.search(lowered) is None:
+        return False
     if any(p.search(lowered) for p in _INSTRUCTION):
         return True
     if _ANY_GATE.search(lowered) is None:  # one search for the five gates' words
@@ -160,6 +169,9 @@ _PLAN_CASED = _compile(
     r"TODO(?<![A-Za-z0-9_]TODO)(?:\([^)\n]{0,40}\))?\s*(?::|[-–—]\s)",
     r"\[TODO\]",
 )
+_PLAN_LOWERED_SCREEN = screen(_PLAN_LOWERED)
+_PLAN_CASED_SCREEN = screen(_PLAN_CASED)
+"""Found in every text that a plan pattern matches (`memory.literals`)."""
 
 
 INVISIBLE = re.compile(
@@ -260,6 +272,8 @@ def looks_like_plan(text: str) -> bool:
     text = as_read(text)
     lowered = "\n" + text.lower()
     cased = "\n" + text
+    if _PLAN_LOWERED_SCREEN.search(lowered) is None and _PLAN_CASED_SCREEN.search(cased) is None:
+        return False  # the common case: none of the plan patterns' literals
     return any(p.search(lowered) for p in _PLAN_LOWERED) or any(
         p.search(cased) for p in _PLAN_CASED
     )

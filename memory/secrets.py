@@ -70,6 +70,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from memory.cards import DIGIT_RUN, card_spans
+from memory.literals import trie
 from memory.phrasing import CONFUSABLES, as_read
 
 
@@ -405,22 +406,7 @@ def _lower_aligned(text: str) -> str:
     return "".join(ch if len(low := ch.lower()) != 1 else low for ch in text)
 
 
-def _trie(words: list[str]) -> str:
-    """A regex matching any of `words`, as a trie of literals ("a(?:kia|ws)|…"): its
-    alternatives each open with a literal, so the engine skips ahead to the next
-    possible first character instead of trying every alternative at every position."""
-    groups: dict[str, list[str]] = {}
-    for word in words:
-        if word:
-            groups.setdefault(word[0], []).append(word[1:])
-    arms = [re.escape(first) + _trie(rest) for first, rest in sorted(groups.items())]
-    if not arms:
-        return ""
-    body = arms[0] if len(arms) == 1 else f"(?:{'|'.join(arms)})"
-    return f"(?:{body})?" if "" in words else body
-
-
-_ANY_ANCHOR = re.compile(_trie(sorted({a for d in _DETECTORS for a in d.anchors})))
+_ANY_ANCHOR = re.compile(trie(sorted({a for d in _DETECTORS for a in d.anchors})))
 """Whether a lower-cased text holds any detector's anchor. Every detector is only
 ever tried at one of its anchors, and a card lies inside a `memory.cards.DIGIT_RUN`, so a text
 with neither has no finding: two C-level scans replace some thirty `find`s and the
