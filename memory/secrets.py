@@ -13,7 +13,9 @@ What is detected, by kind:
   underscore, a comma, a tab or a line break (first group of four), that pass the
   Luhn check and start like an issued card (3, 4, 5, 6, or Mastercard/Mir
   2200–2720). Long numbers that fail Luhn, decimals, ISO dates and ``+``-prefixed
-  phone numbers are not flagged.
+  phone numbers are not flagged, nor lists: groups split by a comma, a tab or a
+  line break are a card only as four groups of four, not ascending, with no
+  number beside them ("rooms 6011, 6012, 6013, 6014" is a list).
 - ``private_key`` — a PEM/OpenSSH/PGP private key block (four or five dashes, the
   header's words may be split across lines), to its END line or, if truncated, to
   the end of the text.

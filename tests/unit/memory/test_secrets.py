@@ -377,6 +377,42 @@ def test_ordinary_text_in_any_writing_is_not_a_secret(text: str) -> None:
     assert redact(text) == text
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Each holds four or more Luhn-valid groups of four digits with a card's first
+        # digits: a list of numbers, as orders, rooms, ids and years are written.
+        "Alert IDs 6011, 6012, 6013, 6014 were duplicates",
+        "Order numbers:\n5521\n5522\n5523\n5524",
+        "Hosts affected:\n4512\n4513\n4520\n4521\n4533",
+        "Badge numbers 3401, 3402, 3403, 3404, 3405 were deactivated",
+        "Tickets opened by Acme: 3344, 3345, 3346, 3347, 3348.",
+        "Lot numbers 3310, 3311, 3312, 3313 were recalled",
+        "ids\t4111\t1111\t1111\t1111\t1111",  # a fifth number: a row, not a card
+        "2024-05-01,4111,1111,1111,1111",  # a CSV row
+        "scores\r\n4111\r\n1111\r\n1111\r\n1111\r\n20",
+    ],
+)
+def test_lists_of_numbers_are_not_cards(text: str) -> None:
+    assert find_secrets_as_read(text) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "card 4111,1111,1111,1111 ok",
+        "card 4111, 1111, 1111, 1111, exp 04/27",
+        "card:\r\n4111\r\n1111\r\n1111\r\n1111\r\nthanks",
+        "5500\t0000\t0000\t0004",
+        "card 6011 1111 1111 1117 then rooms 4101, 4102",
+        "rooms 4101, 4102 and card 5500,0000,0000,0004",
+        "card 3530 1113 3330 0000 4101",  # a space does not make a list
+    ],
+)
+def test_a_card_written_with_list_separators_is_found_alone(text: str) -> None:
+    assert [f.kind for f in find_secrets_as_read(text)] == ["card_number"]
+
+
 # -- speed ---------------------------------------------------------------------------
 
 PROSE = (
