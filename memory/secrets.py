@@ -42,7 +42,8 @@ What is detected, by kind:
   non-empty value, case-insensitive. Placeholders (``***``, ``<password>``,
   ``${VAR}``, ``{{ var }}``, ``[REDACTED:...]``, ``true``/``false``) and code
   (``token == x``, ``password: str``) are not secrets, so redacting twice changes
-  nothing. Prose such as "the token: expired" *is* flagged: a false alarm refuses
+  nothing; nor is code that reads a value (``os.environ["API_KEY"]``,
+  ``getpass.getpass()``). Prose such as "the token: expired" *is* flagged: a false alarm refuses
   one memory, a miss stores a secret.
 
 For assignments, headers and URLs the finding covers the value only, so a redacted
@@ -113,6 +114,12 @@ _PLACEHOLDER = re.compile(
     | %\(\w+\)s             # %(password)s
     | null | none | nil | undefined | true | false
     | str | bytes | bool | int | optional\[\w+\]    # "password: str = ..." in code
+    # Code that reads the value from the environment or a prompt: os.environ["API_KEY"],
+    # getenv('TOKEN'), getpass.getpass(), process.env.API_KEY. An upper-case name only:
+    # SecretStr("hunter2") wraps the secret itself.
+    | [a-z_]\w*(?:\.[a-z_]\w*)*[(\[][ \t]*["'](?-i:[A-Z][A-Z0-9_]{0,63})["'][ \t]*[)\]]?
+    | [a-z_]\w*(?:\.[a-z_]\w*)+\(\)
+    | process\.env\.\w+
     """,
     re.IGNORECASE | re.VERBOSE,
 )

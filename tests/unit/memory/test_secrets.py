@@ -181,6 +181,8 @@ def kinds(text: str) -> set[str]:
         ("X-Api-Key: 0123456789abcdef", "0123456789abcdef", "generic_api_key_assignment"),
         ("token: 'abc.def.ghi'", "abc.def.ghi", "generic_api_key_assignment"),
         ("client_secret => 's3kr1t'", "s3kr1t", "generic_api_key_assignment"),
+        ('password=SecretStr("hunter2")', "hunter2", "password_assignment"),
+        ('api_key = vault["sk8live"]', "sk8live", "generic_api_key_assignment"),
     ],
 )
 def test_finds_and_redacts_each_kind(text: str, secret: str, kind: str) -> None:
@@ -232,6 +234,13 @@ def test_finds_and_redacts_each_kind(text: str, secret: str, kind: str) -> None:
         'the password is ""',
         'if token == "(":',
         "def login(password: str, remember: bool = False):",
+        # Code that reads a secret from the environment or a prompt holds none.
+        'api_key = os.environ["API_KEY"]',
+        "password = getpass.getpass()  # prompt, never stored",
+        "secret = os.getenv('APP_SECRET')",
+        'token = os.environ.get("GH_TOKEN", "")',
+        "const apiKey = process.env.API_KEY;",
+        'api_key: ENV["STRIPE_KEY"]',
         "Ana renewed the contract on 2024-05-01 and asked for invoices in PDF.",
     ],
 )
