@@ -140,7 +140,7 @@ _INSTRUCTION_SCREEN = screen([*_INSTRUCTION, *(p for _, p in _GATED)])
 facts hold none of the patterns' literals, and one scan tells so."""
 
 _CONTRACT_PARTY = re.compile(
-    r"\b(?:tenant|tenancy|landlord|lease|lessor|lessee|letting|buyer|seller|vendor|purchaser"
+    r"\b(?:tenant|tenancy|landlord|lease|rent|lessor|lessee|letting|buyer|seller|vendor|purchaser"
     r"|principal|property|premises|deposit|escrow|listing|policyholder|insurer|client\s+money"
     r"|agency\s+agreement|exchange\s+of\s+contracts|completion)"
 )
