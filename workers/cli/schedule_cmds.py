@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import click
 
@@ -25,7 +26,7 @@ from schedules.api import (
     zone_of,
 )
 from schedules.catalog import Action, AppliedSchedule, Change, ScheduleNotFoundError
-from schedules.definition import DefinitionError, Overlap, Schedule
+from schedules.definition import DefinitionError, Overlap, Schedule, format_duration
 from schedules.files import LoadResult, ScheduleError, load_path
 from workers.agents import known_agents
 from workers.app import create_app
@@ -347,10 +348,13 @@ def show_cmd(obj: Context, name: str, count: int, as_json: bool) -> None:
     echo(f"{a.name}  ({a.schedule.kind}, agent {a.schedule.agent}, tenant {a.schedule.tenant})")
     if a.paused:
         echo(f"  PAUSED: {a.pause_note or '(no note)'}")
-    for key, value in data["definition"].items():
-        if value not in (None, "", {}, False) and key not in ("name", "agent", "tenant"):
-            echo(f"  {key}: {value}")
-    echo(f"next fires ({zone_of(a.schedule).key}):")
+    for field, value in definition_fields(data["definition"]):
+        echo(f"  {field}: {value}")
+    if data["last_fire"]:  # the timer's: trigger and backfill count neither
+        echo(f"  last timer fire: {data['last_fire']}")
+        echo(f"  runs fired by the timer: {a.runs_fired}")
+    zone = zone_of(a.schedule)
+    echo(f"next fires ({zone.key}):")
     for at in details.next_fires:
         echo(f"  {at.isoformat()}")
     if not details.next_fires:
@@ -362,13 +366,50 @@ def show_cmd(obj: Context, name: str, count: int, as_json: bool) -> None:
         echo("  none yet")
     echo("fires that did not run:")
     for fire in details.not_run:
-        span = fire.fire_time.isoformat()
+        span = fire.fire_time.astimezone(zone).isoformat()
         if fire.count > 1:
-            span += f" .. {fire.last_fire_time.isoformat() if fire.last_fire_time else ''} ({fire.count})"
+            last = fire.last_fire_time.astimezone(zone).isoformat() if fire.last_fire_time else ""
+            span += f" .. {last} ({fire.count})"
         why = fire.reason.value if fire.reason else fire.outcome.value
         echo(f"  {span}  {why}  {fire.detail}".rstrip())
     if not details.not_run:
         echo("  none")
+
+
+DURATIONS = ("catchup_window", "time_limit")
+
+
+def definition_fields(definition: dict[str, Any]) -> list[tuple[str, str]]:
+    """A stored definition (`Schedule.to_json`) as the fields and values of a schedule
+    file (`cron`, `heartbeat`, `jitter`, `time_limit = 10m`), those left at an empty
+    default out: what `show` prints. The stored form (a trigger object, seconds) is
+    what `--json` gives."""
+    shown: list[tuple[str, str]] = []
+    for key, value in definition.items():
+        if key in ("name", "agent", "tenant") or value in (None, "", {}, False):
+            continue
+        if key == "trigger":
+            shown += _trigger_fields(value)
+        elif key in DURATIONS:
+            shown.append((key, format_duration(timedelta(seconds=value))))
+        elif key == "payload":
+            shown.append((key, json.dumps(value, ensure_ascii=False)))
+        else:
+            shown.append((key, str(value)))
+    return shown
+
+
+def _trigger_fields(trigger: dict[str, Any]) -> list[tuple[str, str]]:
+    if trigger["kind"] == "cron":
+        return [("cron", trigger["expression"]), ("timezone", trigger["timezone"])]
+    if trigger["kind"] == "heartbeat":
+        fields = [("heartbeat", format_duration(timedelta(seconds=trigger["every"])))]
+        if trigger.get("jitter"):
+            fields.append(("jitter", format_duration(timedelta(seconds=trigger["jitter"]))))
+        if hours := trigger.get("active_hours"):
+            fields.append(("active_hours", "-".join(t[:5] for t in hours)))
+        return [*fields, ("timezone", trigger["timezone"])]
+    return [("event", "true (runs only when triggered)")]
 
 
 @schedules.command("next")
@@ -429,8 +470,9 @@ def resume_cmd(obj: Context, name: str, as_json: bool) -> None:
 def trigger_cmd(obj: Context, name: str, overlap: str | None, as_json: bool) -> None:
     """Run NAME now (subject to its overlap policy)."""
     api = _api(obj)
-    _get(api, name)
-    _report(api.trigger(name, overlap=Overlap(overlap) if overlap else None), as_json)
+    applied = _get(api, name)
+    result = api.trigger(name, overlap=Overlap(overlap) if overlap else None)
+    _report(result, as_json, zone_of(applied.schedule))
 
 
 @schedules.command("backfill")
@@ -446,12 +488,12 @@ def backfill_cmd(
     """Run the fires NAME had between --from and --to (not later than now). A fire
     that already ran is not run again (same run key)."""
     api = _api(obj)
-    _get(api, name)
+    applied = _get(api, name)
     try:
         result = api.backfill(name, start, end, overlap=Overlap(overlap) if overlap else None)
     except (BackfillRangeError, BackfillTooLargeError) as error:
         raise InvalidInput(str(error)) from None
-    _report(result, as_json)
+    _report(result, as_json, zone_of(applied.schedule))
 
 
 def _said(as_json: bool, data: dict[str, Any], text: str) -> None:
@@ -461,7 +503,8 @@ def _said(as_json: bool, data: dict[str, Any], text: str) -> None:
         echo(text)
 
 
-def _report(result: FireResult, as_json: bool) -> None:
+def _report(result: FireResult, as_json: bool, zone: ZoneInfo) -> None:
+    """What a trigger or backfill did, fire times in the schedule's zone (`zone`)."""
     if as_json:
         emit_json(result.to_json())
         return
@@ -472,9 +515,11 @@ def _report(result: FireResult, as_json: bool) -> None:
     for key in result.cancelled:
         echo(f"cancelled {key}")
     if result.buffered:
-        echo(f"buffered {result.buffered.isoformat()} (runs when the current run finishes)")
+        buffered = result.buffered.astimezone(zone).isoformat()
+        echo(f"buffered {buffered} (runs when the current run finishes)")
     for record in result.skipped:
         why = record.reason.value if record.reason else ""
-        echo(f"skipped {record.fire_time.isoformat()}: {why} {record.detail}".rstrip())
+        at = record.fire_time.astimezone(zone).isoformat()
+        echo(f"skipped {at}: {why} {record.detail}".rstrip())
     if not (result.started or result.existed or result.buffered or result.skipped):
         echo("no fires in that range")
