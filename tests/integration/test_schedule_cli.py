@@ -465,3 +465,32 @@ def test_show_and_backfill_give_fires_in_the_schedules_zone(engine: Engine, tmp_
     assert "skipped 2026-03-01T10:00:00+09:00: overlap skip" in backfill.stdout
     text = cli(engine, tmp_path, "schedules", "show", "digest").stdout
     assert "  2026-03-01T10:00:00+09:00  overlap" in text, text
+
+
+def test_apply_says_what_an_update_changes(engine: Engine, tmp_path: Path) -> None:
+    # "update pulse" alone left the operator to diff the database by hand: with
+    # 50,000 schedules in generated files, which edit landed where?
+    path = tmp_path / "pulse.toml"
+    pulse = '[[schedule]]\nname = "pulse"\nagent = "feed-watcher"\ntenant = "acme"\n'
+    path.write_text(pulse + 'heartbeat = "5m"\n')
+    assert cli(engine, tmp_path, "schedules", "apply", str(path)).exit_code == 0
+    path.write_text(pulse + 'heartbeat = "10m"\njitter = "1m"\ngoal = "check the feed"\n')
+
+    planned = cli(engine, tmp_path, "schedules", "apply", str(path), "--dry-run")
+    assert planned.exit_code == 0, planned.output
+    assert (
+        f"would update pulse  ({path}:1): goal - -> check the feed; heartbeat 5m -> 10m;"
+        " jitter - -> 1m"
+    ) in planned.stdout.splitlines()
+    applied_json = json.loads(
+        cli(engine, tmp_path, "schedules", "apply", str(path), "--json").stdout
+    )
+    [change] = applied_json["changes"]
+    assert change["action"] == "update"
+    assert change["changed"] == {
+        "heartbeat": ["5m", "10m"],
+        "jitter": ["-", "1m"],
+        "goal": ["-", "check the feed"],
+    }
+    again = json.loads(cli(engine, tmp_path, "schedules", "apply", str(path), "--json").stdout)
+    assert again["changes"] == [{"name": "pulse", "action": "unchanged", "source": f"{path}:1"}]

@@ -114,15 +114,26 @@ def apply_path(
             changes = catalog.plan(conn, result.schedules, prune=prune)
         else:  # apply plans as it goes: planning here as well compared everything twice
             changes = catalog.apply(conn, result.schedules, datetime.now(UTC), prune=prune)
+    wanted = {s.name: s for s in result.schedules}
+    edits = {
+        c.name: changed_fields(c.before, wanted[c.name].to_json())
+        for c in changes
+        if c.before is not None
+    }
     if as_json:
-        _emit_applied(dry_run, prune, changes, [str(e) for e in result.errors], result)
+        _emit_applied(dry_run, prune, changes, [str(e) for e in result.errors], result, edits)
     else:
         verb = "would " if dry_run else ""
         for change in changes:
             if change.action is not Action.UNCHANGED:
+                edit = "; ".join(
+                    f"{field} {_cut(old)} -> {_cut(new)}"
+                    for field, (old, new) in edits.get(change.name, {}).items()
+                )
                 echo(
                     f"{verb}{change.action.value} {change.name}"
                     f"{'  (' + change.source + ')' if change.source else ''}"
+                    f"{': ' + edit if edit else ''}"
                 )
         unchanged = sum(c.action is Action.UNCHANGED for c in changes)
         changed = "would change" if dry_run else "changed"
@@ -140,16 +151,40 @@ def apply_path(
     return EXIT_INVALID_INPUT if result.errors else 0
 
 
+def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """What an update changes, field by field as `show` prints them: `{"heartbeat":
+    ("2h", "2h5m")}`; "-" for a field one side leaves at its empty default."""
+    old, new = dict(definition_fields(before)), dict(definition_fields(after))
+    return {
+        field: (old.get(field, "-"), new.get(field, "-"))
+        for field in [*new, *(f for f in old if f not in new)]
+        if field != "source" and old.get(field) != new.get(field)
+    }
+
+
+def _cut(value: str, width: int = 40) -> str:
+    return value if len(value) <= width else value[: width - 1] + "…"
+
+
 def _emit_applied(
-    dry_run: bool, pruned: bool, changes: list[Change], errors: list[str], result: LoadResult
+    dry_run: bool,
+    pruned: bool,
+    changes: list[Change],
+    errors: list[str],
+    result: LoadResult,
+    edits: dict[str, dict[str, tuple[str, str]]] | None = None,
 ) -> None:
-    """`apply --json`'s one document, also when nothing was applied."""
+    """`apply --json`'s one document, also when nothing was applied. An update lists
+    what it changes under `changed`: `{field: [before, after]}`."""
+    edits = edits or {}
     emit_json(
         {
             "dry_run": dry_run,
             "pruned": pruned,
             "changes": [
-                {"name": c.name, "action": c.action.value, "source": c.source} for c in changes
+                {"name": c.name, "action": c.action.value, "source": c.source}
+                | ({"changed": edits[c.name]} if c.name in edits else {})
+                for c in changes
             ],
             "errors": errors,
             "skipped_files": list(result.skipped),
