@@ -13,7 +13,7 @@ import gc
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -41,6 +41,7 @@ class Change:
     name: str
     action: Action
     source: str = ""
+    before: dict[str, Any] | None = None  # an update: the definition it replaces (`to_json`)
 
 
 APPLIED_COLUMNS = (
@@ -162,6 +163,9 @@ def _plan(
             changes.append(Change(s.name, Action.UPDATE, s.source))
         else:
             changes.append(Change(s.name, Action.UNCHANGED, s.source))
+    updated = _stored_definitions(conn, [c.name for c in changes if c.action is Action.UPDATE])
+    if updated:
+        changes = [replace(c, before=updated[c.name]) if c.name in updated else c for c in changes]
     if prune:
         names = {s.name for s in wanted}
         changes += [Change(n, Action.DELETE) for n in sorted(current) if n not in names]
@@ -186,7 +190,12 @@ def apply(
     by_name = {s.name: s for s in wanted}
     # A deleted row keeps its name: defining it again updates that row.
     existing = set(conn.execute(select(schedules.c.name)).scalars())
-    said = _pause_in_file(conn, [c.name for c in changes if c.action is Action.UPDATE])
+    # What the stored definition said about pausing, as its file had it when applied.
+    said = {
+        c.name: (bool(c.before.get("paused", False)), str(c.before.get("pause_note", "")))
+        for c in changes
+        if c.before is not None
+    }
     deleted: list[dict[str, object]] = []
     inserted: list[dict[str, object]] = []
     updated: list[dict[str, object]] = []
@@ -242,18 +251,17 @@ def apply(
     return changes
 
 
-def _pause_in_file(conn: Connection, names: Sequence[str]) -> dict[str, tuple[bool, str]]:
-    """What the stored definitions of `names` said about pausing: `(paused,
-    pause_note)` as their file had them when last applied."""
-    said: dict[str, tuple[bool, str]] = {}
+def _stored_definitions(conn: Connection, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The stored definitions of `names` (`Schedule.to_json` as last applied): what
+    an update replaces, for its diff and for its pause (`apply`)."""
+    stored: dict[str, dict[str, Any]] = {}
     for start in range(0, len(names), 500):
         query = select(schedules.c.name, schedules.c.definition).where(
             schedules.c.name.in_(names[start : start + 500])
         )
         for name, text in conn.execute(query):
-            data = load_definition(text)
-            said[name] = (bool(data.get("paused", False)), str(data.get("pause_note", "")))
-    return said
+            stored[name] = load_definition(text)
+    return stored
 
 
 def all_schedules(

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from celery import Celery
+from kombu.exceptions import OperationalError as BrokerError
 
 from memory.engine import retrying
 from memory.records import quote_part
@@ -29,12 +30,29 @@ def task_id(name: str) -> str:
     return str(uuid.uuid5(_TASK_IDS, name))
 
 
+class RunsNotSentError(BrokerError):
+    """The broker did not take the messages of runs that are recorded: their rows stay
+    `queued` and the reaper sends them once the broker answers. `keys` names them, so
+    a caller can say which runs will still happen (a manual run's key holds a fresh
+    id: nobody could find it otherwise). The broker's error is the `__cause__`."""
+
+    def __init__(self, keys: Sequence[str], error: BrokerError) -> None:
+        super().__init__(str(error))
+        self.keys = list(keys)
+
+
 def enqueue(app: Celery, requests: Sequence[RunRequest], now: datetime) -> list[str]:
-    """Create and send the runs that do not exist yet; return their keys."""
+    """Create and send the runs that do not exist yet; return their keys.
+
+    Raises `RunsNotSentError` naming the created runs not sent when the broker
+    cannot be reached."""
     created = _create(app, requests, now)
     by_key = {r.key: r for r in requests}
-    for key in created:
-        send(app, by_key[key])
+    for position, key in enumerate(created):
+        try:
+            send(app, by_key[key])
+        except BrokerError as error:
+            raise RunsNotSentError(created[position:], error) from error
     return created
 
 

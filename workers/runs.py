@@ -196,6 +196,7 @@ class Run:
     tried: str = ""  # the goal attempt: what the run tried, and its evidence
     evidence: str = ""
     lost: int = 0  # attempts that ended with the worker gone (its lease lapsed)
+    lease_expires_at: datetime | None = None  # while running: renewed by a live worker
 
     @classmethod
     def from_row(cls, row: Any) -> Run:
@@ -228,7 +229,17 @@ class Run:
             tried=row["tried"],
             evidence=row["evidence"],
             lost=row["lost"],
+            lease_expires_at=row["lease_expires_at"],
         )
+
+    def lease_lapsed(self, now: datetime) -> timedelta | None:
+        """How long ago the lease of a `running` run ran out: its worker stopped
+        (killed, out of memory, its machine gone) and the reaper will send it again.
+        None while the lease is live, and for a run that is not running."""
+        expires = self.lease_expires_at
+        if self.status is not RunStatus.RUNNING or expires is None or expires >= now:
+            return None
+        return now - expires
 
     @property
     def duration(self) -> timedelta | None:

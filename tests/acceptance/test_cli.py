@@ -251,9 +251,22 @@ def test_a_broker_that_does_not_answer_is_named_and_the_run_stays_queued(tmp_pat
     result = nightshift(tmp_path, "trigger", "feed-watcher", "--tenant", "acme", env=dead)
     assert result.returncode == 4 and "Traceback" not in result.stderr, result.stderr
     assert "cannot reach the broker" in result.stderr
-    assert "the reaper sends them once the broker answers" in result.stderr
     [run] = json.loads(nightshift(tmp_path, "runs", "--json").stdout)
     assert run["status"] == "queued"
+    # A manual run's key holds a fresh id: the error names it, or nobody could tell
+    # which run will still happen (it said "runs already recorded stay queued").
+    assert f"Recorded, not sent: {run['key']}." in result.stderr
+    assert "once the broker answers" in result.stderr
+
+    (tmp_path / "pulse.toml").write_text(
+        '[[schedule]]\nname = "pulse"\nagent = "feed-watcher"\ntenant = "acme"\nheartbeat = "1h"\n'
+    )
+    assert nightshift(tmp_path, "schedules", "apply", "pulse.toml").returncode == 0
+    fired = nightshift(tmp_path, "schedules", "trigger", "pulse", env=dead)
+    assert fired.returncode == 4 and "Traceback" not in fired.stderr, fired.stderr
+    [fire] = json.loads(nightshift(tmp_path, "runs", "--schedule", "pulse", "--json").stdout)
+    assert fire["status"] == "queued"
+    assert f"Recorded, not sent: {fire['key']}." in fired.stderr
 
 
 def refusing_redis(how: str) -> str:
@@ -290,6 +303,7 @@ def test_a_broker_that_refuses_is_named_at_once_by_trigger_up_and_worker(
     assert "once the broker accepts them" in result.stderr
     [run] = json.loads(nightshift(tmp_path, "runs", "--json").stdout)
     assert run["status"] == "queued"
+    assert f"Recorded, not sent: {run['key']}." in result.stderr
     for command in (["up"], ["worker"]):
         started = nightshift(tmp_path, *command, env=refusing)
         assert started.returncode == 4, started.stdout + started.stderr

@@ -374,6 +374,26 @@ def test_runs_list_is_runs_with_summaries_cut_visibly(rt: Runtime) -> None:
     assert row.endswith("…") and "handled 40 new (INC-0, INC-1" in row
 
 
+def test_runs_list_says_when_a_running_run_has_lost_its_worker(rt: Runtime) -> None:
+    # A worker killed mid-run left its run "running" in the list, as if nothing were
+    # wrong, until the reaper sent it again; only the lease says the worker is gone.
+    enqueue(rt, "r-dead")
+    enqueue(rt, "r-alive")
+    now = datetime.now(UTC)
+    with rt.engine.begin() as conn:
+        assert runs.claim(conn, "r-dead", "w1", now - LEASE - timedelta(seconds=12), LEASE)
+        assert runs.claim(conn, "r-alive", "w2", now, LEASE)
+        [dead] = [r for r in runs.recent(conn) if r.key == "r-dead"]
+    assert dead.lease_lapsed(now) is not None and dead.to_json()["lease_expires_at"]
+    url = rt.engine.url.render_as_string(hide_password=False)
+    listed = CliRunner().invoke(main_group, ["--database-url", url, "runs"])
+    assert listed.exit_code == 0, listed.output
+    rows = {line.split()[0]: line for line in listed.output.splitlines()[1:]}
+    assert "running" in rows["r-dead"] and "no worker: its lease lapsed 1" in rows["r-dead"]
+    assert "the reaper sends it again" in rows["r-dead"]
+    assert "running" in rows["r-alive"] and "lease" not in rows["r-alive"]
+
+
 def trigger_cli(rt: Runtime, *args: str) -> Any:
     url = rt.engine.url.render_as_string(hide_password=False)
     data = str(rt.settings.data_dir)

@@ -4,7 +4,7 @@ what an operator with many schedules and untidy folders meets."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 
 import pytest
@@ -391,3 +391,106 @@ def test_apply_refuses_a_secret_in_a_schedule_and_never_echoes_it(
         assert "hunter2" not in output and "abcdefghijklmnop" not in output
     assert as_json.exit_code == 3 and len(json.loads(as_json.stdout)["errors"]) == 2
     assert set(stored(engine)) == {"clean"}
+
+
+def test_show_prints_the_definition_as_its_file_spells_it(engine: Engine, tmp_path: Path) -> None:
+    # It printed the stored trigger as a Python dict of seconds ("trigger: {'kind':
+    # 'heartbeat', 'every': 300, 'active_hours': ['08:00:00', ...]}") and durations
+    # as bare seconds ("time_limit: 900"); an operator reads fields of their file.
+    pulse = Heartbeat(
+        timedelta(minutes=5),
+        jitter=timedelta(seconds=30),
+        active_hours=(time(8), time(18)),
+        timezone="America/New_York",
+    )
+    applied(
+        engine,
+        Schedule(
+            name="pulse",
+            agent="demo",
+            tenant="acme",
+            trigger=pulse,
+            payload={"folder": "INBOX"},
+            time_limit=timedelta(minutes=15),
+        ),
+        Schedule(
+            name="digest", agent="demo", tenant="acme", trigger=Cron("0 7 * * *", "Asia/Tokyo")
+        ),
+        Schedule(name="hook", agent="demo", tenant="acme", trigger=Event()),
+    )
+    text = cli(engine, tmp_path, "schedules", "show", "pulse", "-n", "1").stdout
+    for line in (
+        "  heartbeat: 5m",
+        "  jitter: 30s",
+        "  active_hours: 08:00-18:00",
+        "  timezone: America/New_York",
+        '  payload: {"folder": "INBOX"}',
+        "  catchup_window: 5m",
+        "  time_limit: 15m",
+    ):
+        assert line in text.splitlines(), text
+    assert "{'" not in text and "trigger:" not in text
+    digest = cli(engine, tmp_path, "schedules", "show", "digest", "-n", "1").stdout.splitlines()
+    assert "  cron: 0 7 * * *" in digest and "  timezone: Asia/Tokyo" in digest
+    assert (
+        "  event: true (runs only when triggered)"
+        in cli(engine, tmp_path, "schedules", "show", "hook").stdout.splitlines()
+    )
+    # --json keeps the stored form
+    shown = json.loads(cli(engine, tmp_path, "schedules", "show", "pulse", "--json").stdout)
+    assert shown["definition"]["trigger"]["every"] == 300
+
+
+def test_show_and_backfill_give_fires_in_the_schedules_zone(engine: Engine, tmp_path: Path) -> None:
+    # Next fires were in the schedule's zone, but fires skipped by a backfill and
+    # the fires that did not run were printed in UTC.
+    applied(
+        engine,
+        Schedule(
+            name="digest", agent="demo", tenant="acme", trigger=Cron("0 * * * *", "Asia/Tokyo")
+        ),
+    )
+    backfill = cli(
+        engine,
+        tmp_path,
+        "schedules",
+        "backfill",
+        "digest",
+        "--from",
+        "2026-03-01T00:00:00Z",
+        "--to",
+        "2026-03-01T01:00:00Z",
+    )
+    assert backfill.exit_code == 0, backfill.output
+    assert "skipped 2026-03-01T10:00:00+09:00: overlap skip" in backfill.stdout
+    text = cli(engine, tmp_path, "schedules", "show", "digest").stdout
+    assert "  2026-03-01T10:00:00+09:00  overlap" in text, text
+
+
+def test_apply_says_what_an_update_changes(engine: Engine, tmp_path: Path) -> None:
+    # "update pulse" alone left the operator to diff the database by hand: with
+    # 50,000 schedules in generated files, which edit landed where?
+    path = tmp_path / "pulse.toml"
+    pulse = '[[schedule]]\nname = "pulse"\nagent = "feed-watcher"\ntenant = "acme"\n'
+    path.write_text(pulse + 'heartbeat = "5m"\n')
+    assert cli(engine, tmp_path, "schedules", "apply", str(path)).exit_code == 0
+    path.write_text(pulse + 'heartbeat = "10m"\njitter = "1m"\ngoal = "check the feed"\n')
+
+    planned = cli(engine, tmp_path, "schedules", "apply", str(path), "--dry-run")
+    assert planned.exit_code == 0, planned.output
+    assert (
+        f"would update pulse  ({path}:1): goal - -> check the feed; heartbeat 5m -> 10m;"
+        " jitter - -> 1m"
+    ) in planned.stdout.splitlines()
+    applied_json = json.loads(
+        cli(engine, tmp_path, "schedules", "apply", str(path), "--json").stdout
+    )
+    [change] = applied_json["changes"]
+    assert change["action"] == "update"
+    assert change["changed"] == {
+        "heartbeat": ["5m", "10m"],
+        "jitter": ["-", "1m"],
+        "goal": ["-", "check the feed"],
+    }
+    again = json.loads(cli(engine, tmp_path, "schedules", "apply", str(path), "--json").stdout)
+    assert again["changes"] == [{"name": "pulse", "action": "unchanged", "source": f"{path}:1"}]

@@ -30,6 +30,7 @@ from workers.cli.base import (
     main_group,
     refusal,
 )
+from workers.enqueue import RunsNotSentError
 
 
 def main() -> None:
@@ -42,21 +43,29 @@ def main() -> None:
     try:
         sys.exit(main_group.main(prog_name="nightshift", standalone_mode=True))
     except (kombu.exceptions.OperationalError, amqp.exceptions.AMQPError) as error:
+        keys = error.keys if isinstance(error, RunsNotSentError) else []
         if (said := refusal(error)) is not None:
             # The broker answered and said no: a wrong user or password, a vhost or a
             # Redis database that is not there. (kombu passes RabbitMQ's unwrapped.)
-            broker_failed(broker_refused(said), "accepts them")
+            broker_failed(broker_refused(said), "accepts them", keys)
         # The broker did not answer a send: say which, not a traceback. A run the
         # command recorded first stays queued, and the reaper sends it later.
-        broker_failed(f"cannot reach the broker ({error})", "answers")
+        broker_failed(f"cannot reach the broker ({error})", "answers", keys)
 
 
-def broker_failed(what: str, until: str) -> NoReturn:
-    echo(
-        f"Error: {what}. Runs already recorded stay queued; the reaper sends them once"
-        f" the broker {until}",
-        err=True,
-    )
+def broker_failed(what: str, until: str, keys: Sequence[str] = ()) -> NoReturn:
+    """Exit 4 saying what the broker did and, when the command recorded runs it could
+    not send, which: they are queued, and will run without another command."""
+    if keys:
+        shown = ", ".join(keys[:10]) + (f" and {len(keys) - 10} more" if len(keys) > 10 else "")
+        later = (
+            f"Recorded, not sent: {shown}. Nothing more to do: once the broker {until},"
+            " the reaper (a beat and a worker running) sends a run queued longer than"
+            " NIGHTSHIFT_REQUEUE_AFTER"
+        )
+    else:
+        later = f"Runs already recorded stay queued; the reaper sends them once the broker {until}"
+    echo(f"Error: {what}. {later}", err=True)
     sys.exit(EXIT_UNAVAILABLE)
 
 

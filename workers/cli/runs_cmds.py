@@ -219,6 +219,7 @@ def _print_runs(obj: Context, limit: int, agent: str, schedule: str, as_json: bo
     if as_json:
         emit_json([r.to_json() for r in found])
         return
+    now = datetime.now(UTC)
     emit_table(
         ["key", "agent", "status", "loaded", "wrote", "took", "summary"],
         [
@@ -229,12 +230,20 @@ def _print_runs(obj: Context, limit: int, agent: str, schedule: str, as_json: bo
                 len(r.loaded_ids),
                 r.candidates,
                 f"{r.duration.total_seconds():.2f}s" if r.duration else "-",
-                _shortened(r.summary or r.error),
+                _lapsed(r, now) or _shortened(r.summary or r.error),
             ]
             for r in found
         ],
         empty="no runs yet",
     )
+
+
+def _lapsed(run: runs.Run, now: datetime) -> str:
+    """For a `running` run whose worker stopped renewing its lease: say so, or the
+    table shows a dead worker's run as running, as if nothing were wrong."""
+    if (ago := run.lease_lapsed(now)) is None:
+        return ""
+    return f"no worker: its lease lapsed {ago.total_seconds():.0f}s ago; the reaper sends it again"
 
 
 def _shortened(text: str, width: int = 60) -> str:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import click
 
@@ -25,7 +26,7 @@ from schedules.api import (
     zone_of,
 )
 from schedules.catalog import Action, AppliedSchedule, Change, ScheduleNotFoundError
-from schedules.definition import DefinitionError, Overlap, Schedule
+from schedules.definition import DefinitionError, Overlap, Schedule, format_duration
 from schedules.files import LoadResult, ScheduleError, load_path
 from workers.agents import known_agents
 from workers.app import create_app
@@ -113,15 +114,26 @@ def apply_path(
             changes = catalog.plan(conn, result.schedules, prune=prune)
         else:  # apply plans as it goes: planning here as well compared everything twice
             changes = catalog.apply(conn, result.schedules, datetime.now(UTC), prune=prune)
+    wanted = {s.name: s for s in result.schedules}
+    edits = {
+        c.name: changed_fields(c.before, wanted[c.name].to_json())
+        for c in changes
+        if c.before is not None
+    }
     if as_json:
-        _emit_applied(dry_run, prune, changes, [str(e) for e in result.errors], result)
+        _emit_applied(dry_run, prune, changes, [str(e) for e in result.errors], result, edits)
     else:
         verb = "would " if dry_run else ""
         for change in changes:
             if change.action is not Action.UNCHANGED:
+                edit = "; ".join(
+                    f"{field} {_cut(old)} -> {_cut(new)}"
+                    for field, (old, new) in edits.get(change.name, {}).items()
+                )
                 echo(
                     f"{verb}{change.action.value} {change.name}"
                     f"{'  (' + change.source + ')' if change.source else ''}"
+                    f"{': ' + edit if edit else ''}"
                 )
         unchanged = sum(c.action is Action.UNCHANGED for c in changes)
         changed = "would change" if dry_run else "changed"
@@ -139,16 +151,40 @@ def apply_path(
     return EXIT_INVALID_INPUT if result.errors else 0
 
 
+def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """What an update changes, field by field as `show` prints them: `{"heartbeat":
+    ("2h", "2h5m")}`; "-" for a field one side leaves at its empty default."""
+    old, new = dict(definition_fields(before)), dict(definition_fields(after))
+    return {
+        field: (old.get(field, "-"), new.get(field, "-"))
+        for field in [*new, *(f for f in old if f not in new)]
+        if field != "source" and old.get(field) != new.get(field)
+    }
+
+
+def _cut(value: str, width: int = 40) -> str:
+    return value if len(value) <= width else value[: width - 1] + "…"
+
+
 def _emit_applied(
-    dry_run: bool, pruned: bool, changes: list[Change], errors: list[str], result: LoadResult
+    dry_run: bool,
+    pruned: bool,
+    changes: list[Change],
+    errors: list[str],
+    result: LoadResult,
+    edits: dict[str, dict[str, tuple[str, str]]] | None = None,
 ) -> None:
-    """`apply --json`'s one document, also when nothing was applied."""
+    """`apply --json`'s one document, also when nothing was applied. An update lists
+    what it changes under `changed`: `{field: [before, after]}`."""
+    edits = edits or {}
     emit_json(
         {
             "dry_run": dry_run,
             "pruned": pruned,
             "changes": [
-                {"name": c.name, "action": c.action.value, "source": c.source} for c in changes
+                {"name": c.name, "action": c.action.value, "source": c.source}
+                | ({"changed": edits[c.name]} if c.name in edits else {})
+                for c in changes
             ],
             "errors": errors,
             "skipped_files": list(result.skipped),
@@ -347,10 +383,13 @@ def show_cmd(obj: Context, name: str, count: int, as_json: bool) -> None:
     echo(f"{a.name}  ({a.schedule.kind}, agent {a.schedule.agent}, tenant {a.schedule.tenant})")
     if a.paused:
         echo(f"  PAUSED: {a.pause_note or '(no note)'}")
-    for key, value in data["definition"].items():
-        if value not in (None, "", {}, False) and key not in ("name", "agent", "tenant"):
-            echo(f"  {key}: {value}")
-    echo(f"next fires ({zone_of(a.schedule).key}):")
+    for field, value in definition_fields(data["definition"]):
+        echo(f"  {field}: {value}")
+    if data["last_fire"]:  # the timer's: trigger and backfill count neither
+        echo(f"  last timer fire: {data['last_fire']}")
+        echo(f"  runs fired by the timer: {a.runs_fired}")
+    zone = zone_of(a.schedule)
+    echo(f"next fires ({zone.key}):")
     for at in details.next_fires:
         echo(f"  {at.isoformat()}")
     if not details.next_fires:
@@ -362,13 +401,50 @@ def show_cmd(obj: Context, name: str, count: int, as_json: bool) -> None:
         echo("  none yet")
     echo("fires that did not run:")
     for fire in details.not_run:
-        span = fire.fire_time.isoformat()
+        span = fire.fire_time.astimezone(zone).isoformat()
         if fire.count > 1:
-            span += f" .. {fire.last_fire_time.isoformat() if fire.last_fire_time else ''} ({fire.count})"
+            last = fire.last_fire_time.astimezone(zone).isoformat() if fire.last_fire_time else ""
+            span += f" .. {last} ({fire.count})"
         why = fire.reason.value if fire.reason else fire.outcome.value
         echo(f"  {span}  {why}  {fire.detail}".rstrip())
     if not details.not_run:
         echo("  none")
+
+
+DURATIONS = ("catchup_window", "time_limit")
+
+
+def definition_fields(definition: dict[str, Any]) -> list[tuple[str, str]]:
+    """A stored definition (`Schedule.to_json`) as the fields and values of a schedule
+    file (`cron`, `heartbeat`, `jitter`, `time_limit = 10m`), those left at an empty
+    default out: what `show` prints. The stored form (a trigger object, seconds) is
+    what `--json` gives."""
+    shown: list[tuple[str, str]] = []
+    for key, value in definition.items():
+        if key in ("name", "agent", "tenant") or value in (None, "", {}, False):
+            continue
+        if key == "trigger":
+            shown += _trigger_fields(value)
+        elif key in DURATIONS:
+            shown.append((key, format_duration(timedelta(seconds=value))))
+        elif key == "payload":
+            shown.append((key, json.dumps(value, ensure_ascii=False)))
+        else:
+            shown.append((key, str(value)))
+    return shown
+
+
+def _trigger_fields(trigger: dict[str, Any]) -> list[tuple[str, str]]:
+    if trigger["kind"] == "cron":
+        return [("cron", trigger["expression"]), ("timezone", trigger["timezone"])]
+    if trigger["kind"] == "heartbeat":
+        fields = [("heartbeat", format_duration(timedelta(seconds=trigger["every"])))]
+        if trigger.get("jitter"):
+            fields.append(("jitter", format_duration(timedelta(seconds=trigger["jitter"]))))
+        if hours := trigger.get("active_hours"):
+            fields.append(("active_hours", "-".join(t[:5] for t in hours)))
+        return [*fields, ("timezone", trigger["timezone"])]
+    return [("event", "true (runs only when triggered)")]
 
 
 @schedules.command("next")
@@ -429,8 +505,9 @@ def resume_cmd(obj: Context, name: str, as_json: bool) -> None:
 def trigger_cmd(obj: Context, name: str, overlap: str | None, as_json: bool) -> None:
     """Run NAME now (subject to its overlap policy)."""
     api = _api(obj)
-    _get(api, name)
-    _report(api.trigger(name, overlap=Overlap(overlap) if overlap else None), as_json)
+    applied = _get(api, name)
+    result = api.trigger(name, overlap=Overlap(overlap) if overlap else None)
+    _report(result, as_json, zone_of(applied.schedule))
 
 
 @schedules.command("backfill")
@@ -446,12 +523,12 @@ def backfill_cmd(
     """Run the fires NAME had between --from and --to (not later than now). A fire
     that already ran is not run again (same run key)."""
     api = _api(obj)
-    _get(api, name)
+    applied = _get(api, name)
     try:
         result = api.backfill(name, start, end, overlap=Overlap(overlap) if overlap else None)
     except (BackfillRangeError, BackfillTooLargeError) as error:
         raise InvalidInput(str(error)) from None
-    _report(result, as_json)
+    _report(result, as_json, zone_of(applied.schedule))
 
 
 def _said(as_json: bool, data: dict[str, Any], text: str) -> None:
@@ -461,7 +538,8 @@ def _said(as_json: bool, data: dict[str, Any], text: str) -> None:
         echo(text)
 
 
-def _report(result: FireResult, as_json: bool) -> None:
+def _report(result: FireResult, as_json: bool, zone: ZoneInfo) -> None:
+    """What a trigger or backfill did, fire times in the schedule's zone (`zone`)."""
     if as_json:
         emit_json(result.to_json())
         return
@@ -472,9 +550,11 @@ def _report(result: FireResult, as_json: bool) -> None:
     for key in result.cancelled:
         echo(f"cancelled {key}")
     if result.buffered:
-        echo(f"buffered {result.buffered.isoformat()} (runs when the current run finishes)")
+        buffered = result.buffered.astimezone(zone).isoformat()
+        echo(f"buffered {buffered} (runs when the current run finishes)")
     for record in result.skipped:
         why = record.reason.value if record.reason else ""
-        echo(f"skipped {record.fire_time.isoformat()}: {why} {record.detail}".rstrip())
+        at = record.fire_time.astimezone(zone).isoformat()
+        echo(f"skipped {at}: {why} {record.detail}".rstrip())
     if not (result.started or result.existed or result.buffered or result.skipped):
         echo("no fires in that range")
