@@ -305,7 +305,7 @@ def _verdict(truncated: bool, limit: int, remaining: int, alike: int) -> tuple[b
         return False, f"{remaining} matching rows or traces remain after the delete"
     if alike:
         return False, (
-            f"{alike} memories hold the text with other accents or letter forms (as 'Lukasz'"
+            f"{alike} {'memory holds' if alike == 1 else 'memories hold'} the text with other accents or letter forms (as 'Lukasz'"
             " for 'Łukasz'), which it does not delete: if they are the same, forget them"
             " by --id or by their own spelling"
         )

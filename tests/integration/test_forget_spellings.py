@@ -107,7 +107,7 @@ def test_forgetting_a_text_finds_its_other_unicode_forms(store: Store, clock: Cl
     by_name = forget(store.engine, "--text", "łukasz żółw")
 
     assert (by_name["deleted"], by_name["remaining"], by_name["exhaustive"]) == (3, 0, False)
-    assert by_name["reason"].startswith("1 memories hold the text with other accents or letter")
+    assert by_name["reason"].startswith("1 memory holds the text with other accents or letter")
     by_spelling = forget(store.engine, "--text", "lukasz żółw")
     by_code = forget(store.engine, "--text", "a_b7")  # "_" is no wildcard
     for report in (by_spelling, by_code):

@@ -45,7 +45,7 @@ def describe(rt: Runtime, run: Run, heading: str = "run") -> str:
     took = f"{run.duration.total_seconds():.2f}s" if run.duration else "?"
     lines = [
         f"{heading} · {run.key} · {run.status.value} in {took}",
-        f"  loaded {len(run.loaded_ids)} memories"
+        f"  loaded {_count(len(run.loaded_ids), 'memory', 'memories')}"
         f"{' (from earlier runs)' if run.loaded_ids else ''}",
     ]
     if run.summary:
@@ -73,6 +73,11 @@ def _writes(rt: Runtime, run: Run) -> str:
                 if counts.keys() <= {"stored"}
                 else f" (why: nightshift memory receipt '{run.write_handle}')"
             )
-            return f"{run.candidates} candidates → {listed}{why}"
+            return f"{_count(run.candidates, 'candidate')} → {listed}{why}"
         time.sleep(0.2)
-    return f"{run.candidates} candidates, receipt {run.write_handle} still pending"
+    return f"{_count(run.candidates, 'candidate')}, receipt {run.write_handle} still pending"
+
+
+def _count(n: int, one: str, many: str = "") -> str:
+    """ "1 memory", "3 memories"."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
