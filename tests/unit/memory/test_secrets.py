@@ -219,6 +219,8 @@ def test_finds_and_redacts_each_kind(text: str, secret: str, kind: str) -> None:
         "the eyJ prefix marks a JSON web token",
         "use ask-the-team-before-you-change-anything",
         "https://example.com/path?q=1",
+        "broker redis://:**@127.0.0.1:6379/11",  # Celery's own mask
+        "postgresql://app:${PGPASSWORD}@db/app",
         "bypass=true",
         "require_password=false",
         "pass=120 fail=3 skip=2",
