@@ -546,9 +546,12 @@ def recent(
     limit: int = 20,
     agent: str = "",
     schedule: str = "",
+    status: str = "",
     since: datetime | None = None,
 ) -> list[Run]:
     query = select(runs).order_by(runs.c.enqueued_at.desc(), runs.c.key).limit(limit)
+    if status:
+        query = query.where(runs.c.status == status)
     if agent:
         query = query.where(runs.c.agent == agent)
     if schedule:

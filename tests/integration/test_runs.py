@@ -459,3 +459,24 @@ def test_a_run_killed_at_its_hard_time_limit_ends_timed_out_at_once(rt: Runtime)
         assert runs.give_up(conn, later, max_attempts=1) == []
     assert not box.exists()
     assert not killed_at_time_limit(rt, "gone@1", "host:41", lambda: at, hard_limit=630)
+
+
+def test_runs_list_filters_by_status(rt: Runtime) -> None:
+    for key in ("r-ok", "r-bad", "r-waiting"):
+        enqueue(rt, key)
+    with rt.engine.begin() as conn:
+        for key, status in (("r-ok", RunStatus.SUCCEEDED), ("r-bad", RunStatus.FAILED)):
+            assert runs.claim(conn, key, "w1", T0, LEASE)
+            assert runs.finish(conn, key, "w1", T0, status=status)
+    url = rt.engine.url.render_as_string(hide_password=False)
+
+    def keys(*args: str) -> list[str]:
+        listed = CliRunner().invoke(main_group, ["--database-url", url, "runs", *args, "--json"])
+        assert listed.exit_code == 0, listed.output
+        return sorted(r["key"] for r in json.loads(listed.output))
+
+    assert keys("--status", "failed") == ["r-bad"]
+    assert keys("list", "--status", "queued") == ["r-waiting"]
+    assert keys() == ["r-bad", "r-ok", "r-waiting"]
+    refused = CliRunner().invoke(main_group, ["--database-url", url, "runs", "--status", "lost"])
+    assert refused.exit_code == 2 and "'lost' is not one of" in refused.output

@@ -183,6 +183,12 @@ def _run_filters(command: Callable[..., None]) -> Callable[..., None]:
         json_option,
         click.option("--schedule", default="", help="Only runs fired by this schedule."),
         click.option("--agent", default="", help="Only runs of this agent."),
+        click.option(
+            "--status",
+            default="",
+            type=click.Choice(["", *(s.value for s in RunStatus)]),
+            help="Only runs in this state.",
+        ),
         click.option("--limit", default=20, show_default=True, type=click.IntRange(0, MAX_ROWS)),
     ):
         command = option(command)
@@ -193,7 +199,7 @@ def _run_filters(command: Callable[..., None]) -> Callable[..., None]:
 @_run_filters
 @click.pass_context
 def list_runs(
-    click_ctx: click.Context, limit: int, agent: str, schedule: str, as_json: bool
+    click_ctx: click.Context, limit: int, status: str, agent: str, schedule: str, as_json: bool
 ) -> None:
     """Recent runs, newest first (also `runs list`; `runs tree RUN_KEY` for one run's
     subagents)."""
@@ -201,21 +207,25 @@ def list_runs(
         return
     obj = click_ctx.find_object(Context)
     assert obj is not None, "the root group sets the context"
-    _print_runs(obj, limit, agent, schedule, as_json)
+    _print_runs(obj, limit, status, agent, schedule, as_json)
 
 
 @list_runs.command("list")
 @_run_filters
 @pass_context
-def runs_list(obj: Context, limit: int, agent: str, schedule: str, as_json: bool) -> None:
+def runs_list(
+    obj: Context, limit: int, status: str, agent: str, schedule: str, as_json: bool
+) -> None:
     """Recent runs, newest first."""
-    _print_runs(obj, limit, agent, schedule, as_json)
+    _print_runs(obj, limit, status, agent, schedule, as_json)
 
 
-def _print_runs(obj: Context, limit: int, agent: str, schedule: str, as_json: bool) -> None:
+def _print_runs(
+    obj: Context, limit: int, status: str, agent: str, schedule: str, as_json: bool
+) -> None:
     rt = connect(obj)
     with rt.engine.connect() as conn:
-        found = runs.recent(conn, limit=limit, agent=agent, schedule=schedule)
+        found = runs.recent(conn, limit=limit, status=status, agent=agent, schedule=schedule)
     if as_json:
         emit_json([r.to_json() for r in found])
         return
