@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,9 @@ from memory.policy import DEFAULT_CONFIG
 KEY_PREFIX, HASHED_PREFIX = ITEM_KEY_PREFIXES  # "lg:", "lg#": matched as written
 REFERENCE_PREFIX = "langgraph:"
 MAX_KEY_CHARS = DEFAULT_CONFIG.max_key_chars
+# A century: far past any retention nightshift keeps, and far enough from the end of
+# the calendar that now + ttl is always a date (1e300 minutes was an OverflowError).
+MAX_TTL_MINUTES = 100 * 366 * 24 * 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +98,22 @@ def encode_value(namespace: tuple[str, ...], key: str, value: Mapping[str, Any])
             f"got {type(value).__name__}"
         )
     try:
-        return canonical(dict(value))
+        text = canonical(dict(value))
     except (TypeError, ValueError) as error:
         raise TypeError(
             f"LangGraph item {namespace}/{key!r}: value is not JSON-serialisable ({error})"
         ) from error
+    except RecursionError:
+        raise TypeError(
+            f"LangGraph item {namespace}/{key!r}: value nests too deeply to encode as JSON;"
+            " flatten it"
+        ) from None
+    if not _is_utf8(text):
+        raise TypeError(
+            f"LangGraph item {namespace}/{key!r}: value holds a lone surrogate, which is"
+            " not valid UTF-8 and cannot be stored"
+        )
+    return text
 
 
 def decode_value(content: str) -> dict[str, Any]:
@@ -132,7 +147,54 @@ def validate_put_namespace(namespace: tuple[str, ...]) -> None:
             raise InvalidNamespaceError(
                 f"Namespace labels cannot be empty strings. Got {label} in {namespace}"
             )
+        if not _is_utf8(label):
+            raise InvalidNamespaceError(
+                f"Invalid namespace label {label!r} found in {namespace}. "
+                "Namespace labels must be valid UTF-8 (no lone surrogates)."
+            )
     if namespace[0] == "langgraph":
         raise InvalidNamespaceError(
             f'Root label for namespace cannot be "langgraph". Got: {namespace}'
         )
+
+
+def validate_key(namespace: tuple[str, ...], key: object) -> None:
+    """An item key is a string that UTF-8 can encode (it becomes part of the key column)."""
+    if not isinstance(key, str):
+        raise ValueError(
+            f"LangGraph item {namespace}: key must be a string, got {type(key).__name__}"
+        )
+    if not _is_utf8(key) or not all(_is_utf8(label) for label in namespace):
+        raise ValueError(
+            f"LangGraph item {namespace}/{key!r}: key {key!r} is not valid UTF-8"
+            " (a lone surrogate); no item can be stored or found under it"
+        )
+
+
+def validate_ttl(namespace: tuple[str, ...], key: str, ttl: object) -> None:
+    """A put's TTL: None (never expires) or a positive, finite number of minutes.
+
+    A TTL already over would store an item no read returns; NaN, infinities and
+    numbers past `MAX_TTL_MINUTES` cannot become a `valid_to`.
+    """
+    if ttl is None:
+        return
+    usable = (
+        isinstance(ttl, int | float)
+        and not isinstance(ttl, bool)
+        and math.isfinite(ttl)
+        and 0 < ttl <= MAX_TTL_MINUTES
+    )
+    if not usable:
+        raise ValueError(
+            f"LangGraph item {namespace}/{key!r}: ttl must be None or minutes in"
+            f" (0, {MAX_TTL_MINUTES}], got {ttl!r}"
+        )
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

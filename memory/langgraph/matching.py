@@ -33,11 +33,27 @@ def matches_filter(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -
 
 def check_filter(filter: Mapping[str, Any] | None) -> None:
     """Raise for an unsupported operator even when no item reaches the comparison."""
+    if filter is not None and not isinstance(filter, Mapping):
+        raise TypeError(
+            f"filter must be a mapping of field to condition, got {type(filter).__name__}"
+        )
     for wanted in (filter or {}).values():
         if isinstance(wanted, Mapping):
             for name in wanted:
                 if str(name).startswith("$") and name not in OPERATORS:
                     raise ValueError(f"Unsupported operator: {name}")
+
+
+def check_page(limit: int, offset: int, max_depth: int | None = None) -> None:
+    """Refuse what a Python slice would silently misread (`[-2:]` is the last two).
+
+    PostgresStore raises for these too, from PostgreSQL ("LIMIT must not be negative").
+    """
+    for name, number in (("limit", limit), ("offset", offset)):
+        if number < 0:
+            raise ValueError(f"{name} must be 0 or more, got {number}")
+    if max_depth is not None and max_depth < 1:
+        raise ValueError(f"max_depth must be 1 or more, got {max_depth}")
 
 
 def compare(actual: Any, wanted: Any) -> bool:

@@ -42,6 +42,12 @@ What each operation means here (the encoding is in `memory.langgraph.encoding`):
   (unreinforced memories expire after their TTL, 90 days by default; the
   `Store`'s ``ttl``) applies to adapter items as to any memory, on reads at once.
 
+Refused before anything is read or written (the whole batch): a negative ``limit`` or
+``offset``, a ``max_depth`` under 1, a ``filter`` that is not a mapping, a ``ttl`` that
+is not positive finite minutes up to a century, a key or label with a lone surrogate,
+and a value nested too deeply for JSON. PostgresStore raises for most of these too,
+but from whichever layer trips first.
+
 Bounds. Filters are evaluated in Python over the newest `scan_limit` active rows
 of the scope (the port has no JSON or key-prefix push-down yet). Because the scan
 is already in the result order, a page that fills from it is exact; when it does
@@ -76,7 +82,7 @@ from memory import fulltext
 from memory import port as memory_port
 from memory.expiry import TtlConfig, is_expired
 from memory.langgraph import encoding, matching
-from memory.langgraph.encoding import ItemPath, validate_put_namespace
+from memory.langgraph.encoding import ItemPath, validate_key, validate_put_namespace, validate_ttl
 from memory.langgraph.errors import PutRefused, Refusal, ScanBoundExceeded
 from memory.langgraph.rows import ItemRows
 from memory.policy import AgentRules
@@ -157,10 +163,17 @@ class NightshiftStore(BaseStore):
         for index, op in enumerate(ops):
             if isinstance(op, PutOp):
                 validate_put_namespace(op.namespace)
+                validate_key(op.namespace, op.key)
+                validate_ttl(op.namespace, op.key, op.ttl)
                 puts[(op.namespace, op.key)] = op
             elif isinstance(op, GetOp | SearchOp | ListNamespacesOp):
-                if isinstance(op, SearchOp):
+                if isinstance(op, GetOp):
+                    validate_key(op.namespace, op.key)
+                elif isinstance(op, SearchOp):
                     matching.check_filter(op.filter)
+                    matching.check_page(op.limit, op.offset)
+                else:
+                    matching.check_page(op.limit, op.offset, op.max_depth)
                 reads.append((index, op))
             else:
                 raise ValueError(f"Unknown operation type: {type(op)}")
