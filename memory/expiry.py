@@ -110,11 +110,15 @@ class TtlConfig:
         by_kind: dict[Kind, int] = {}
         by_layer: dict[Layer, int] = {}
         by_layer_kind: dict[tuple[Layer, Kind], int] = {}
+        seen: set[str] = set()
         for item in filter(None, (p.strip() for p in spec.replace(",", ";").split(";"))):
             name, sep, raw = item.partition("=")
             name = name.strip().lower()
             if not sep:
                 raise TtlConfigError(f"TTL entry {item!r} is not name=days")
+            if name in seen:  # the later one silently won: `default=90;default=7` was 7
+                raise TtlConfigError(f"TTL entry {item!r}: {name!r} is given twice; give it once")
+            seen.add(name)
             try:
                 days = int(raw.strip().removesuffix("d"))
             except ValueError:

@@ -19,6 +19,9 @@ from typing import Any
 from memory.expiry import TtlConfig, TtlConfigError
 
 PREFIX = "NIGHTSHIFT_"
+# A century: past it `now - purge_after` leaves the calendar (an OverflowError traceback
+# at the first purge); nobody keeps expired memories that long on purpose.
+MAX_PURGE_AFTER_DAYS = 36500
 AMQP_SCHEMES = ("amqp://", "amqps://", "pyamqp://", "librabbitmq://")
 
 
@@ -107,6 +110,11 @@ class Settings:
                 " result backend; leave it unset (files in the data dir) or use"
                 " db+postgresql+psycopg2://… (nightshift reads no task result back: runs, receipts"
                 " and the audit trail are in the database)"
+            )
+        if not 0 <= self.purge_after_days <= MAX_PURGE_AFTER_DAYS:
+            raise SettingsError(
+                f"{PREFIX}PURGE_AFTER_DAYS={self.purge_after_days}: allowed is"
+                f" 0–{MAX_PURGE_AFTER_DAYS} days"
             )
         self.ttl()  # a malformed TTL fails here, when settings are read, not at first use
 

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from sqlalchemy import event, select, text
 
 from memory import consolidation, expiry, queries, reinforcement
@@ -20,6 +21,7 @@ from memory.tables import memories
 from memory.vote_rights import VoteRights
 from tests.clock import Clock
 from tests.integration.test_maintenance_support import ANA, candidate, insert_active
+from workers.cli import main_group
 from workers.maintenance import one_pass_at_a_time, run_job
 
 pytestmark = pytest.mark.integration
@@ -342,3 +344,22 @@ def test_a_second_pass_of_a_job_waits_for_none_and_is_told_to_skip(store: Store)
             assert other_job  # each job has its own lock
     with one_pass_at_a_time(engine, "expire") as after:
         assert after  # released when the first pass ended
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "exit_code", "message"),
+    [
+        (["--purge-after", "99999999999"], {}, 2, "99999999999 is not in the range 0<=x<=36500"),
+        ([], {"NIGHTSHIFT_PURGE_AFTER_DAYS": "99999999999"}, 2, "NIGHTSHIFT_PURGE_AFTER_DAYS"),
+        (["--ttl", "default=90;default=30"], {}, 3, "'default' is given twice"),
+    ],
+)
+def test_maintain_refuses_out_of_range_settings_with_its_exit_code(
+    store: Store, args: list[str], env: dict[str, str], exit_code: int, message: str
+) -> None:
+    url = store.engine.url.render_as_string(hide_password=False)
+    result = CliRunner().invoke(
+        main_group, ["--database-url", url, "maintain", "purge", *args], env=env
+    )
+    assert result.exit_code == exit_code, result.output
+    assert message in result.output and "Traceback" not in result.output

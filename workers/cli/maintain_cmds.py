@@ -49,6 +49,7 @@ from workers.maintenance import (
     tenants,
     utcnow,
 )
+from workers.settings import MAX_PURGE_AFTER_DAYS
 
 
 @main_group.group()
@@ -73,7 +74,7 @@ def _job_command(job: str) -> None:
         "--purge-after",
         envvar="NIGHTSHIFT_PURGE_AFTER_DAYS",
         show_envvar=True,
-        type=click.IntRange(min=0),
+        type=click.IntRange(min=0, max=MAX_PURGE_AFTER_DAYS),
         default=None,
         help="Days after expiry before a row is deleted for good.  [default: 30]",
     )

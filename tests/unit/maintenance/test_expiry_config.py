@@ -36,6 +36,9 @@ def test_most_specific_ttl_wins() -> None:
         ("fact=soon", "'soon' is not whole days"),
         ("facts=30", "'facts' is not one of"),
         ("team/fact=30", "'team' is not a layer"),
+        ("default=90;default=30", "TTL entry 'default=30': 'default' is given twice"),
+        ("fact=30, FACT=60", "TTL entry 'FACT=60': 'fact' is given twice"),
+        ("private/fact=30;private/fact=60", "'private/fact' is given twice"),
     ],
 )
 def test_bad_ttl_is_refused_naming_the_entry(spec: str, message: str) -> None:

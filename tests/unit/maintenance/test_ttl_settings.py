@@ -40,3 +40,10 @@ def test_settings_give_the_parsed_ttl() -> None:
 def test_a_malformed_ttl_fails_when_settings_are_read(value: str, message: str) -> None:
     with pytest.raises(SettingsError, match=f"NIGHTSHIFT_MEMORY_TTL='{value}'.*{message}"):
         Settings.from_env({"NIGHTSHIFT_MEMORY_TTL": value})
+
+
+@pytest.mark.parametrize("value", ["-1", "36501", "99999999999"])
+def test_purge_after_days_out_of_range_fails_when_settings_are_read(value: str) -> None:
+    # 99999999999 was an OverflowError traceback from timedelta at the first purge
+    with pytest.raises(SettingsError, match=f"NIGHTSHIFT_PURGE_AFTER_DAYS={value}.*0–36500"):
+        Settings.from_env({"NIGHTSHIFT_PURGE_AFTER_DAYS": value})
