@@ -5,7 +5,7 @@ read committed on PostgreSQL with the unique idempotency key, the unique active
 value per slot and the version check in `UPDATE … WHERE version = :expected`
 closing the races. Transient errors retry the whole batch; a concurrent writer
 that stored the same handle, key or slot first makes the batch replay, and the
-replay finds its rows.
+replay finds its rows; replays of one slot take turns (`memory.slot_locks`).
 """
 
 from __future__ import annotations
@@ -35,13 +35,16 @@ from memory.port import (
 )
 from memory.receipts import WriteReceipt
 from memory.records import Memory, Scope
+from memory.slot_locks import take_slot_turns
 from memory.tables import metadata
 from memory.unit import Existing, perform
 
 REPLAYS = 8
 """How many times a batch is applied the ordinary way before a unique key it keeps
-meeting is raised. Each replay reads what the writers that beat it stored, and of
-writers racing for one slot or key one commits in every round: enough for eight."""
+meeting is raised. Each replay reads what the writers that beat it stored. Racing
+alone, one writer commits in every round but the same one may lose every round while
+the others keep writing (eight PostgreSQL processes putting one LangGraph key lost
+13 of 320 puts so), so a replay first waits its turn at its slots."""
 
 
 class SqlBackend(MemoryBackend):
@@ -56,6 +59,7 @@ class SqlBackend(MemoryBackend):
     def batch(self, ops: Sequence[Op]) -> list[Any]:
         if not any(isinstance(op, WRITE_OPS) for op in ops):
             return self._read(ops)
+        conflicted = False  # from then on, queue for the slots before reading
         if (
             len(ops) == 1
             and isinstance(ops[0], ApplyOp)
@@ -67,13 +71,13 @@ class SqlBackend(MemoryBackend):
                 # Its handle was applied before (the receipt's primary key), or a
                 # concurrent writer stored one of its keys first: nothing of the
                 # statement landed. The ordinary way reads the receipt first.
-                pass
+                conflicted = True
         for _ in range(REPLAYS - 1):
             try:
-                return self._write(ops)
+                return self._write(ops, take_turns=conflicted)
             except exc.IntegrityError:
-                continue  # another writer got there first: read again, apply again
-        return self._write(ops)
+                conflicted = True  # another writer got there first: read again, apply again
+        return self._write(ops, take_turns=True)
 
     @retrying()
     def _read(self, ops: Sequence[Op]) -> list[Any]:
@@ -100,8 +104,12 @@ class SqlBackend(MemoryBackend):
             return results
 
     @retrying()
-    def _write(self, ops: Sequence[Op]) -> list[Any]:
+    def _write(self, ops: Sequence[Op], *, take_turns: bool = False) -> list[Any]:
+        """The ordinary apply, in one transaction; a replay (`take_turns`) first queues
+        behind the other replaying writers of its slots (`memory.slot_locks`)."""
         with self.engine.begin() as conn:
+            if take_turns:
+                take_slot_turns(conn, ops)
             rows = SqlRows(conn)
             results = [perform(rows, op) for op in ops]
             rows.flush()

@@ -6,16 +6,18 @@ whatever the layer below raised (RecursionError, UnicodeEncodeError, OverflowErr
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.clock import Clock
-from tests.integration.langgraph_store_fixtures import adapter, nightshift_store
+from tests.integration.langgraph_store_fixtures import ANA, adapter, nightshift_store
 
 from langgraph.store.base import InvalidNamespaceError, PutOp  # isort: skip
 from memory.langgraph import NightshiftStore  # isort: skip
+from memory.langgraph.encoding import memory_key  # isort: skip
 
 pytestmark = pytest.mark.integration
 
@@ -109,3 +111,35 @@ def test_a_refused_put_takes_the_batch_s_other_puts_with_it(lg: NightshiftStore)
     with pytest.raises(ValueError, match="ttl must be"):
         lg.batch([PutOp(("notes",), "ok", {"n": 1}), PutOp(("notes",), "bad", {"n": 2}, ttl=-1)])
     assert lg.get(("notes",), "ok") is None
+
+
+def test_puts_racing_for_one_key_all_land(database_url: str, clock: Clock) -> None:
+    """Writers that kept losing one slot to each other used to exhaust their replays and
+    raise the unique violation of `uq_ns_memories_active_slot` (PostgreSQL: 3-13 of
+    240-320 puts from 6-8 processes); replays now take turns (`memory.slot_locks`)."""
+    threads, puts = 8, 25
+    errors: list[BaseException] = []
+    with nightshift_store(database_url, clock) as store:
+        start = threading.Barrier(threads)
+
+        def put_many(writer: int) -> None:
+            lg = adapter(store)
+            start.wait()
+            for n in range(puts):
+                try:
+                    lg.put(("race",), "same", {"writer": writer, "n": n})
+                except BaseException as error:  # noqa: BLE001 - every failure is the finding
+                    errors.append(error)
+
+        workers = [threading.Thread(target=put_many, args=(w,)) for w in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        assert errors == []
+        item = adapter(store).get(("race",), "same")
+        assert item is not None and item.value in [
+            {"writer": w, "n": n} for w in range(threads) for n in range(puts)
+        ]
+        history = store.history(ANA, memory_key(("race",), "same"))
+        assert len(history) == threads * puts
