@@ -278,6 +278,9 @@ def _duplicates(
     bounded by the largest group and the cost grows with the number of memories,
     not with its square. Rows in `keyed` (same-key merges) are neither absorbed by
     content nor near-duplicates, and nothing merges into a row in `keyed_losers`.
+    A row with a key is never absorbed by content either: it is its slot's value (two
+    keys, or two LangGraph items, holding one value are two facts), though an unkeyed
+    twin may merge into it.
     Yields each tenant's merges (same-content first) as the stream passes it.
     """
     c = memories.c
@@ -287,7 +290,17 @@ def _duplicates(
     near_kinds = {k.value for k in NEAR_DUP_KINDS}
     text = case((and_(c.key == "", c.kind.in_(near_kinds)), c.content), else_=null())
     query = (
-        select(c.tenant, c.user_id, c.agent_id, c.kind, c.id, text, c.version, c.content_hash)
+        select(
+            c.tenant,
+            c.user_id,
+            c.agent_id,
+            c.kind,
+            c.id,
+            text,
+            c.version,
+            c.content_hash,
+            (c.key != "").label("keyed"),
+        )
         .where(*live)
         .order_by(
             *map(b, (c.tenant, c.user_id, c.agent_id, c.kind)),
@@ -308,6 +321,8 @@ def _duplicates(
             taken: set[str] = set()
             for r in rows:
                 target = first.setdefault(r[7], r[4])
+                if r[8] and target != r[4]:
+                    continue  # a slot's value: merging it away would empty its key
                 if target != r[4] and r[4] not in keyed and target not in keyed_losers:
                     same.append(Merge(r[4], target, "same-content", r[6]))
                     taken.update((r[4], target))

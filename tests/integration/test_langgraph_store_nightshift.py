@@ -20,6 +20,7 @@ from memory.records import Scope, Source, Status
 from memory.store import Store
 from tests.clock import Clock
 from tests.integration.langgraph_store_fixtures import ANA, BOB, adapter, nightshift_store
+from workers.maintenance import run_job
 
 from langgraph.store.base import PutOp, TTLConfig  # isort: skip
 from langgraph.store.memory import InMemoryStore  # isort: skip
@@ -282,6 +283,19 @@ def test_maintenance_sweeps_expired_and_deleted_items_for_good(
     # The expired TTL item, and the deleted item with the version it superseded.
     assert report.deleted == 3
     assert store.history(ANA, ttl_key) == [] and store.history(ANA, gone_key) == []
+
+
+def test_consolidation_keeps_items_that_hold_the_same_value(
+    lg: NightshiftStore, store: Store, clock: Clock
+) -> None:
+    # Each was merged into the oldest as "same-content", and got returned None.
+    for key in ("a", "b", "c"):
+        lg.put(("flags",), key, {"on": True})
+        clock.advance(seconds=1)
+    assert store.engine is not None
+    summary = run_job(store.engine, "consolidate", now=clock.now)
+    assert summary.counts["merged"] == 0
+    assert [lg.get(("flags",), key) is not None for key in ("a", "b", "c")] == [True] * 3
 
 
 def test_forget_erases_an_item_and_its_history(

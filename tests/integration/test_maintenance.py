@@ -363,3 +363,31 @@ def test_maintain_refuses_out_of_range_settings_with_its_exit_code(
     )
     assert result.exit_code == exit_code, result.output
     assert message in result.output and "Traceback" not in result.output
+
+
+def test_same_content_under_two_keys_keeps_both_slots(store: Store, clock: Clock) -> None:
+    """Two keys holding one value are two facts (two LangGraph items holding {"a":1}
+    are two items): consolidation merged the newer into the older, and a read of its
+    key found nothing. A keyed row is never absorbed by content; an unkeyed twin may
+    still merge into it."""
+    [first] = stored(store, "due 2027-03-01")
+    clock.advance(minutes=1)
+    store.apply(
+        [
+            candidate("due 2027-03-01", key="renewal", run="r2"),
+            candidate("due 2027-03-01", key="invoice", run="r2"),
+        ],
+        handle="r2",
+        actor="w",
+    )
+    clock.advance(minutes=5)
+    [loose] = stored(store, "Due 2027-03-01", run="r3")
+    with store.engine.begin() as conn:
+        planned = consolidation.plan(conn, "acme", clock())
+    assert [(m.source_id, m.rule) for m in planned.merges] == [(loose, "same-content")]
+    with store.engine.begin() as conn:
+        consolidation.apply(conn, planned, clock())
+    for key in ("renewal", "invoice"):
+        [current] = [m for m in store.history(ANA, key) if m.status is Status.ACTIVE]
+        assert current.content == "due 2027-03-01"
+    assert row(store, first)["status"] == Status.ACTIVE
