@@ -72,6 +72,14 @@ def open_engine(url: str, *, pool_size: int = 5) -> Engine:
         if parsed.drivername == "postgresql":
             # SQLAlchemy 2.1 defaults to psycopg 3; nightshift ships psycopg2-binary.
             parsed = parsed.set(drivername="postgresql+psycopg2")
+        elif parsed.drivername != "postgresql+psycopg2":
+            # The writer sends its batch as one multi-statement string, which psycopg 3
+            # refuses ("cannot insert multiple commands into a prepared statement").
+            raise ValueError(
+                f"database URL {parsed.render_as_string(hide_password=True)} names the"
+                f" driver {parsed.get_driver_name()!r}: nightshift talks to PostgreSQL"
+                " through psycopg2, installed with it; use postgresql://…"
+            )
         engine = create_engine(
             parsed,
             hide_parameters=True,

@@ -114,7 +114,7 @@ def test_unreachable_database_is_named_without_its_password(
     ("url", "code", "message"),
     [
         ("mysql://127.0.0.1/nightshift", 3, "unsupported database URL mysql://"),
-        ("postgresql+nodriver://127.0.0.1/x", 3, "Can't load plugin"),
+        ("postgresql+nodriver://127.0.0.1/x", 3, "names the driver 'nodriver'"),
         ("sqlite:////proc/nightshift/store.db", 4, "cannot open the database at sqlite:////proc/"),
     ],
 )
