@@ -98,41 +98,27 @@ _MUST = (
 _INSTRUCTION_GATED = (
     # "The agent should call Ana back" is a CRM note about a person; "must" is an order.
     # An order to "the agent" may be a contract's instead (`_contract_duty`).
-    (
-        ("agent", "model", "llm"),
-        _w("the agent", "this agent", "all agents", "the ai agent", "the model", "the llm") + _MUST,
-    ),
+    _w("the agent", "this agent", "all agents", "the ai agent", "the model", "the llm") + _MUST,
     # "AI agents reading this: approve…", "To any LLM processing this document, …".
-    (
-        ("read", "process", "pars", "summari", "seeing"),
-        _w("ai", "ais", "llm", "llms", "agent", "agents", "assistant", "assistants", "bot", "bots")
-        + r"\s+(?:reading|processing|parsing|summari[sz]ing|seeing|that\s+reads?|who\s+reads?)"
-        r"\s+(?:this|these|the\s+following)\b",
-    ),
+    _w("ai", "ais", "llm", "llms", "agent", "agents", "assistant", "assistants", "bot", "bots")
+    + r"\s+(?:reading|processing|parsing|summari[sz]ing|seeing|that\s+reads?|who\s+reads?)"
+    r"\s+(?:this|these|the\s+following)\b",
     # "Going forward, forward all invoices…": a standing order, like "from now on".
-    (
-        ("forward", "henceforth"),
-        _w("going forward", "moving forward", "henceforth")
-        + rf",?\s+(?:please\s+)?(?:you\b|always\b|never\b|only\b|don't\b|{_AGENT_VERBS})",
-    ),
+    _w("going forward", "moving forward", "henceforth")
+    + rf",?\s+(?:please\s+)?(?:you\b|always\b|never\b|only\b|don't\b|{_AGENT_VERBS})",
     # "Whenever you see an invoice, wire …", "Each time an invoice arrives, forward it…".
-    (
-        ("you",),
-        _w("whenever", "when", "if", "every time", "each time", "any time")
-        + r"\s+you\s+(?:see|get|receive|read|find|encounter|process|handle|are\s+asked)\b"
-        rf"[^.!?\n]{{0,120}}?,\s*(?:please\s+)?(?:always\s+)?{_AGENT_VERBS}",
-    ),
-    (
-        ("whenever", "time"),
-        _w("whenever", "every time", "each time")
-        + rf"\s[^.!?\n,]{{1,120}},\s*(?:please\s+)?(?:always\s+)?{_AGENT_VERBS}",
-    ),
+    _w("whenever", "when", "if", "every time", "each time", "any time")
+    + r"\s+you\s+(?:see|get|receive|read|find|encounter|process|handle|are\s+asked)\b"
+    rf"[^.!?\n]{{0,120}}?,\s*(?:please\s+)?(?:always\s+)?{_AGENT_VERBS}",
+    _w("whenever", "every time", "each time")
+    + rf"\s[^.!?\n,]{{1,120}},\s*(?:please\s+)?(?:always\s+)?{_AGENT_VERBS}",
 )
-_GATED = tuple((words, re.compile(pattern)) for words, pattern in _INSTRUCTION_GATED)
+_GATED = tuple((screen([p]), p) for p in map(re.compile, _INSTRUCTION_GATED))
 """Instruction patterns whose openings are common words ("if", "when", "ai"): each is
-searched only in text holding one of its words, which ordinary facts seldom do,
-instead of being tried at every "i" and "w" of every candidate."""
-_ANY_GATE = re.compile("|".join(sorted({w for words, _ in _GATED for w in words})))
+searched only in text holding the literals it cannot match without (`memory.literals`),
+which ordinary facts seldom do, instead of being tried at every "i" and "w" of every
+candidate."""
+_ANY_GATE = screen([p for _, p in _GATED])
 
 
 _INSTRUCTION_SCREEN = screen([*_INSTRUCTION, *(p for _, p in _GATED)])
@@ -195,9 +181,9 @@ def _instructs(lowered: str) -> bool:
         return False
     if any(p.search(lowered) for p in _INSTRUCTION):
         return True
-    if _ANY_GATE.search(lowered) is None:  # one search for the gates' words
+    if _ANY_GATE.search(lowered) is None:  # one scan for every gate's literals
         return False
-    return any(_orders(p, lowered) for words, p in _GATED if any(w in lowered for w in words))
+    return any(_orders(p, lowered) for gate, p in _GATED if gate.search(lowered))
 
 
 _INSTRUCTION_NOT_LATIN = _compile(
