@@ -31,6 +31,7 @@ from bench.memory_bench import chunks  # noqa: E402
 from bench.memory_data import candidates, fresh_database  # noqa: E402
 from memory import pending, sql, writing  # noqa: E402
 from memory.engine import open_engine  # noqa: E402
+from memory.known_slots import KnownSlots  # noqa: E402
 from memory.policy import Action, AgentRules, Rule, Verdict  # noqa: E402
 from memory.records import Candidate  # noqa: E402
 from memory.sql import SqlRows  # noqa: E402
@@ -61,20 +62,6 @@ def _receipt_without_decisions(conn: Any, writes: pending.PendingWrites) -> None
     _flush(conn, writes)
 
 
-def _nothing_existing(self: SqlRows, idempotency: object, slots: object) -> Callable[[], Any]:
-    """No lookup: the batch is applied as if none of its keys or slots held a row."""
-    return lambda: ({}, {})
-
-
-def _fresh_slots(batches: list[Sequence[Candidate]]) -> list[Sequence[Candidate]]:
-    """The batches with every key made unique, so that no candidate supersedes and
-    skipping the lookup leaves the store as true as reading it would."""
-    return [
-        [c.replace(key=f"{c.key}#{i}.{j}") if c.key else c for j, c in enumerate(batch)]
-        for i, batch in enumerate(batches)
-    ]
-
-
 def _accept_all(candidate: Candidate, rules: AgentRules) -> Verdict:
     """No gate: every candidate accepted as it came."""
     return Verdict(Action.ACCEPT, candidate.kind, "accepted", Rule.OK)
@@ -93,9 +80,10 @@ PARTS: dict[str, Part] = {
         nullcontext,
         lambda: swapped(pending, "_flush_postgres", _receipt_without_decisions),
     ),
-    "the lookup (no slot repeats)": (
+    # Without it every apply reads its slots first, as a writer that has just started does.
+    "the slots the writer knows (no lookup)": (
         nullcontext,
-        lambda: swapped(SqlRows, "ask_existing", _nothing_existing),
+        lambda: swapped(KnownSlots, "recall", lambda self, slots: None),
     ),
     # Whatever the round trip: the thread is used only across a network (`memory.meanwhile`).
     "the lookup's thread beside the gate": (
@@ -136,10 +124,7 @@ def main() -> None:
         " alternately with and without the part (ABBA), medians per apply"
     )
     for label, part in PARTS.items():
-        # Without its lookup a batch cannot know what it supersedes: both sides of that
-        # part apply batches whose slots never repeat.
-        ran = _fresh_slots(batches) if label.startswith("the lookup (") else batches
-        with_part, without = measure(args.postgres_url, part, ran)
+        with_part, without = measure(args.postgres_url, part, batches)
         print(
             f"  {label:<38} with {with_part:6.2f} ms  without {without:6.2f} ms"
             f"  without/with {without / with_part:.2f}x"

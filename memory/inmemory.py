@@ -170,6 +170,17 @@ class InMemoryRows:
         found = self.by_idempotency_keys(idempotency), self.active_by_keys(slots)
         return lambda: found
 
+    def settled(self, slots: Mapping[tuple[Scope, str], Memory | None]) -> None:
+        """Nothing to remember here; the writer's account is checked against the rows
+        instead, so every in-memory test holds `known_slots`' premise to account."""
+        for (scope, slot), told in slots.items():
+            held = self.active_by_key(scope, slot)
+            if held != told:
+                raise RuntimeError(
+                    f"the apply says slot {slot!r} of {scope} holds"
+                    f" {told.id if told else 'nothing'}, the rows {held.id if held else 'nothing'}"
+                )
+
     def insert_many(self, memories: Sequence[Memory]) -> None:
         for memory in memories:
             if memory.id in self.state.scope_of or self.by_idempotency_key(

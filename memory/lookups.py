@@ -51,14 +51,30 @@ def _probe(name: str, where: str) -> str:
 
 _ARRAYS = ("tenants", "users", "agents", "keys")
 
+LISTED_SLOTS = 256
+"""The most active slots a scope may hold to be listed whole by a lookup (`EXISTING`)."""
+
+_LISTED = (
+    f"SELECT {_SELECT} FROM unnest(%(listed_tenants)s::varchar[], %(listed_users)s::varchar[],"
+    " %(listed_agents)s::varchar[]) AS q(tenant, user_id, agent_id)"
+    " CROSS JOIN LATERAL (SELECT * FROM ns_memories AS m"
+    " WHERE m.tenant = q.tenant AND m.user_id = q.user_id AND m.agent_id = q.agent_id"
+    f" AND m.key <> '' AND m.status = 'active' LIMIT {LISTED_SLOTS + 1}) AS m"
+)
+"""Every active keyed row of each scope of the `listed_*` arrays, up to one more than
+`LISTED_SLOTS` (the one-active-value-per-slot index holds exactly these rows)."""
+
 EXISTING = DriverStatement.from_sql(
     _probe("idem", "m.idempotency_key = q.key")
     + "\nUNION ALL\n"
-    + _probe("slot", "m.key_folded = q.key AND m.key <> '' AND m.status = 'active'"),
+    + _probe("slot", "m.key_folded = q.key AND m.key <> '' AND m.status = 'active'")
+    + "\nUNION ALL\n"
+    + _LISTED,
     by_key=True,
 )
 """Per (scope, idempotency key), the row holding it; per (scope, slot), its active row
-(a slot is a folded key, `folding.folded_key`, matched by the scope-key index)."""
+(a slot is a folded key, `folding.folded_key`, matched by the scope-key index); and
+per listed scope, all its active slots (for `memory.known_slots`)."""
 
 
 RECEIPT = (
@@ -71,10 +87,17 @@ def existing(
     conn: Connection,
     idempotency: Sequence[tuple[Scope, str]],
     slots: Sequence[tuple[Scope, str]],
-) -> tuple[dict[tuple[Scope, str], Memory], dict[tuple[Scope, str], Memory]]:
-    """`memory.queries.existing` on PostgreSQL: the same answer, one prepared statement."""
-    if not idempotency and not slots:
-        return {}, {}
+    listed: Sequence[Scope] = (),
+) -> tuple[
+    dict[tuple[Scope, str], Memory],
+    dict[tuple[Scope, str], Memory],
+    dict[Scope, dict[tuple[Scope, str], Memory] | None],
+]:
+    """`memory.queries.existing` on PostgreSQL: the same answer, one prepared statement;
+    and, in the same statement, every active slot of each `listed` scope, by slot (None
+    for a scope holding more than `LISTED_SLOTS`: too many to list)."""
+    if not idempotency and not slots and not listed:
+        return {}, {}, {}
     params: dict[str, object] = {}
     for name, pairs in (("idem", idempotency), ("slot", slots)):
         columns = (
@@ -89,6 +112,9 @@ def existing(
                 for part, values in zip(_ARRAYS, columns, strict=True)
             }
         )
+    params["listed_tenants"] = array_literal(scope.tenant for scope in listed)
+    params["listed_users"] = array_literal(scope.user for scope in listed)
+    params["listed_agents"] = array_literal(scope.agent for scope in listed)
     found: dict[str, Memory] = {}
     for row in EXISTING.execute(conn, params):
         if row[0] not in found:
@@ -96,12 +122,20 @@ def existing(
     wanted_idem, wanted_slots = set(idempotency), set(slots)
     by_idem = {}
     active = {}
+    listings: dict[Scope, dict[tuple[Scope, str], Memory] | None] = {s: {} for s in listed}
     for m in found.values():
         if (m.scope, m.idempotency_key) in wanted_idem:
             by_idem[(m.scope, m.idempotency_key)] = m
-        if m.status is Status.ACTIVE and (m.scope, folded_key(m.key)) in wanted_slots:
-            active[(m.scope, folded_key(m.key))] = m
-    return by_idem, active
+        if m.status is Status.ACTIVE and m.key:
+            slot = (m.scope, folded_key(m.key))
+            if slot in wanted_slots:
+                active[slot] = m
+            if (listing := listings.get(m.scope)) is not None:
+                listing[slot] = m
+    for scope, listing in listings.items():
+        if listing is not None and len(listing) > LISTED_SLOTS:
+            listings[scope] = None
+    return by_idem, active, listings
 
 
 def get_receipt(conn: Connection, handle: str) -> WriteReceipt | None:

@@ -44,6 +44,9 @@ class PendingWrites:
     receipts: list[WriteReceipt] = field(default_factory=list)
     # Direct changes to existing rows, by id (see `queue_update`).
     updates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Rows the writes were decided from without reading them (`memory.known_slots`):
+    # PostgreSQL's statement fails unless it finds each of them unchanged.
+    expected: list[Memory] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.memories or self.successors or self.audit or self.receipts or self.updates)
@@ -82,7 +85,7 @@ class PendingWrites:
             for receipt in self.receipts:
                 queries.save_receipt(conn, receipt)
         self.memories, self.successors, self.audit, self.receipts = [], [], [], []
-        self.updates = {}
+        self.updates, self.expected = {}, []
 
 
 _MEMORY_COLUMNS = (
@@ -218,8 +221,24 @@ first new row is inserted. Data-modifying CTEs that nothing reads run in no prom
 order, and a new active value inserted while its predecessor is still active would
 break the one-active-value-per-slot index (`memory.tables`)."""
 
+_UNCHANGED = "WHERE ns_rows_unchanged((SELECT count(*) FROM unchanged) = %(expected_count)s)"
+"""True, or the statement fails: the rows an apply's writes were decided from without a
+read (`memory.known_slots`) must all be found unchanged, or `ns_rows_unchanged`
+raises a unique violation and nothing of the statement lands. On the receipt's
+INSERT: an apply always writes its one receipt, so the check runs once whatever
+else the apply writes (on the new rows' INSERT, an apply of duplicates only would
+join no row and never call it)."""
+
 WRITE_ALL = f"""
-WITH updated AS (
+WITH unchanged AS (
+    SELECT 1 FROM unnest(%(expected_ids)s::varchar[], %(expected_versions)s::int4[],
+        %(expected_hashes)s::varchar[], %(expected_sources)s::varchar[])
+        AS e(id, version, content_hash, source)
+    CROSS JOIN LATERAL (SELECT m.version, m.content_hash, m.source, m.status
+        FROM ns_memories AS m WHERE m.id = e.id OFFSET 0) AS m
+    WHERE m.version = e.version AND m.content_hash = e.content_hash
+        AND m.source = e.source AND m.status = 'active'
+), updated AS (
     UPDATE ns_memories AS m SET {_KEEP}
     FROM json_to_recordset(%(updates)s::json)
         AS u({", ".join(f"{name} {kind}" for name, kind in _UPDATE_COLUMNS)})
@@ -240,16 +259,20 @@ WITH updated AS (
     INSERT INTO ns_audit {_rows("audit", _AUDIT_COLUMNS)}
 )
 INSERT INTO ns_write_receipts {_rows("receipts", _RECEIPT_COLUMNS)}
+{_UNCHANGED}
 """
 """All of a transaction's queued writes as one statement. The CTEs touch different
 rows (new rows are linked to their predecessors before they are inserted; the
 UPDATE only reaches rows that existed before the statement), so running them
 against one snapshot is what the separate statements did. A data-modifying CTE
 runs to completion whether or not anything reads it; the UPDATEs return a row per
-row changed only so that the INSERT can wait for them (`_AFTER_UPDATES`), and the
-statement has no result set (nothing to describe, copy or build metadata for).
-New rows bring their search vector, which spares each a trigger call
-(`memory.fulltext.POSTGRES_VECTOR_GIVEN`).
+row changed only so that the INSERT can wait for them (`_AFTER_UPDATES`). The rows
+an apply took on trust (`unchanged`) are read from the statement's snapshot, before
+either UPDATE changes a row, each probed by its primary key (which `LATERAL … OFFSET
+0` keeps the planner from trading for a scan of every active row), and checked as
+the receipt is inserted (`_UNCHANGED`). The statement has no result set (nothing
+to describe, copy or build metadata for). New rows bring their search vector, which
+spares each a trigger call (`memory.fulltext.POSTGRES_VECTOR_GIVEN`).
 
 The rows travel as one JSON text per table rather than as bound values: psycopg2
 interpolates parameters into the statement, and PostgreSQL then plans every
@@ -273,6 +296,8 @@ millisecond, a fifth of running it for a batch of 50."""
 def _flush_postgres(conn: Connection, pending: PendingWrites) -> None:
     if pending.updates and any(old in pending.updates for old, _, _ in pending.successors):
         raise ValueError("a row queued for an update and a supersession at once")
+    if pending.expected and len(pending.receipts) != 1:
+        raise ValueError("rows taken on trust are checked as the apply's one receipt is written")
     iso = _IsoTimes()
     tables: dict[str, list[dict[str, object]]] = {
         "memories": [_memory_row(m, iso) for m in pending.memories],
@@ -314,6 +339,11 @@ def _flush_postgres(conn: Connection, pending: PendingWrites) -> None:
             "old_ids": array_literal(old for old, _, _ in pending.successors),
             "new_ids": array_literal(new for _, new, _ in pending.successors),
             "at": array_literal(utc(at).isoformat() for _, _, at in pending.successors),
+            "expected_ids": array_literal(m.id for m in pending.expected),
+            "expected_versions": array_literal(str(m.version) for m in pending.expected),
+            "expected_hashes": array_literal(content_hash(m.content) for m in pending.expected),
+            "expected_sources": array_literal(m.source.value for m in pending.expected),
+            "expected_count": len(pending.expected),
         }
     )
     WRITE_ALL_PREPARED.execute(conn, params)

@@ -154,7 +154,8 @@ def existing(
     these idempotency keys (exact), and the active row of each of these slots
     (`slots`: folded keys, `folding.folded_key`)."""
     if conn.dialect.name == "postgresql":
-        return lookups.existing(conn, idempotency, slots)
+        by_idem, active, _ = lookups.existing(conn, idempotency, slots)
+        return by_idem, active
     arms = []
     if idempotency:
         arms.append(_scope_key_in(memories.c.idempotency_key, idempotency))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 import re
 from collections.abc import Mapping
@@ -342,7 +343,11 @@ class Memory:
         return out
 
 
+@functools.lru_cache(maxsize=4096)
 def content_hash(content: str) -> str:
-    """A short stable hash of content normalised for case and white space."""
+    """A short stable hash of content normalised for case and white space.
+
+    Cached: the writer hashes each candidate's text as it judges it and again as it
+    sends the row, and each slot's active value at every supersession."""
     normal = " ".join(content.lower().split())
     return hashlib.sha256(normal.encode()).hexdigest()[:16]

@@ -16,8 +16,10 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, exc
 
-from memory import queries, ranking_queries
+from memory import lookups, queries, ranking_queries
 from memory.engine import ROUND_TRIP, autocommit, retrying
+from memory.folding import folded_key
+from memory.known_slots import KnownSlots, Slot, expected_rows
 from memory.loading import Ranked
 from memory.meanwhile import Meanwhile, worth_a_thread
 from memory.pending import PendingWrites
@@ -48,10 +50,14 @@ the others keep writing (eight PostgreSQL processes putting one LangGraph key lo
 
 
 class SqlBackend(MemoryBackend):
-    """Memory in the `ns_memories` tables of one engine."""
+    """Memory in the `ns_memories` tables of one engine.
+
+    On PostgreSQL it remembers what its applies left in each slot (`known_slots`), so
+    that an apply whose slots it all knows is one round trip: its write statement."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self.known = KnownSlots()
 
     def create_schema(self) -> None:
         metadata.create_all(self.engine)
@@ -68,10 +74,14 @@ class SqlBackend(MemoryBackend):
             try:
                 return self._apply_in_one_statement(ops)
             except exc.IntegrityError:
-                # Its handle was applied before (the receipt's primary key), or a
-                # concurrent writer stored one of its keys first: nothing of the
-                # statement landed. The ordinary way reads the receipt first.
+                # Its handle was applied before (the receipt's primary key), a
+                # concurrent writer stored one of its keys first, or a slot changed
+                # since this backend last saw it: nothing of the statement landed.
+                # The ordinary way reads the receipt and the slots first.
+                self.known.forget(_slots(ops[0]))
                 conflicted = True
+        elif not all(isinstance(op, ApplyOp) for op in ops if isinstance(op, WRITE_OPS)):
+            self.known.clear()  # an edit or a review changes rows behind the applies
         for _ in range(REPLAYS - 1):
             try:
                 return self._write(ops, take_turns=conflicted)
@@ -98,10 +108,11 @@ class SqlBackend(MemoryBackend):
         finds the stored receipt. A replay is rare (a redelivered message); a first
         apply, the common case, saves the read."""
         with autocommit(self.engine) as conn:
-            rows = SqlRows(conn, queue_updates=True, receipt_by_key=True)
+            rows = SqlRows(conn, queue_updates=True, receipt_by_key=True, known=self.known)
             results = [perform(rows, op) for op in ops]
             rows.flush()
-            return results
+        self.known.learn(rows.settled_slots, rows.listed)  # committed as the statement ended
+        return results
 
     @retrying()
     def _write(self, ops: Sequence[Op], *, take_turns: bool = False) -> list[Any]:
@@ -113,7 +124,12 @@ class SqlBackend(MemoryBackend):
             rows = SqlRows(conn)
             results = [perform(rows, op) for op in ops]
             rows.flush()
-            return results
+        self.known.learn(rows.settled_slots)  # committed
+        return results
+
+
+def _slots(op: ApplyOp) -> list[Slot]:
+    return [(c.scope, folded_key(c.key)) for c in op.candidates if c.key]
 
 
 class SqlRows:
@@ -125,7 +141,12 @@ class SqlRows:
     """
 
     def __init__(
-        self, conn: Connection, *, queue_updates: bool = False, receipt_by_key: bool = False
+        self,
+        conn: Connection,
+        *,
+        queue_updates: bool = False,
+        receipt_by_key: bool = False,
+        known: KnownSlots | None = None,
     ) -> None:
         self.conn = conn
         self.pending = PendingWrites()
@@ -135,6 +156,11 @@ class SqlRows:
         # Leave "was this handle applied?" to the receipt's primary key (see
         # `SqlBackend._apply_in_one_statement`).
         self.receipt_by_key = receipt_by_key
+        # Answer an apply's lookup from what earlier applies left in its slots, when
+        # they know them all (`memory.known_slots`); the statement checks it.
+        self.known = known
+        self.settled_slots: dict[Slot, Memory | None] = {}
+        self.listed: dict[Scope, dict[Slot, Memory] | None] = {}  # whole scopes a lookup read
         # The rows of the last load's pools, whole: a load's `by_ids` of its
         # winners is answered from them (see `ranking_queries.load_pools`).
         self.pooled: tuple[tuple[Scope, ...], dict[str, Any]] = ((), {})
@@ -157,13 +183,31 @@ class SqlRows:
     def ask_existing(
         self, idempotency: Sequence[tuple[Scope, str]], slots: Sequence[tuple[Scope, str]]
     ) -> Callable[[], Existing]:
-        """On PostgreSQL across a network the read runs in a thread (`memory.meanwhile`)
+        """Recalled when every slot is known (`memory.known_slots`): no idempotency key
+        is taken as held, and the write statement checks all it took on trust.
+        Otherwise read: on PostgreSQL across a network in a thread (`memory.meanwhile`)
         while the caller goes on; a server close by (and SQLite) answers at once."""
+        if self.known is not None and (recalled := self.known.recall(slots)) is not None:
+            self.pending.expected.extend(expected_rows(recalled))
+            active = {slot: row for slot, row in recalled.items() if row is not None}
+            return lambda: ({}, active)
         self._before_read()
+        known = self.known
+
+        def read() -> Existing:
+            if known is None:
+                return queries.existing(self.conn, idempotency, slots)
+            listed = known.to_list(slots)  # a scope met for the first time is read whole
+            by_idem, active, self.listed = lookups.existing(self.conn, idempotency, slots, listed)
+            return by_idem, active
+
         if worth_a_thread(self.conn.connection.info.get(ROUND_TRIP)):
-            return Meanwhile(lambda: queries.existing(self.conn, idempotency, slots))
-        found = queries.existing(self.conn, idempotency, slots)
+            return Meanwhile(read)
+        found = read()
         return lambda: found
+
+    def settled(self, slots: Mapping[Slot, Memory | None]) -> None:
+        self.settled_slots.update(slots)
 
     def insert_many(self, memories: Sequence[Memory]) -> None:
         self.pending.memories.extend(memories)

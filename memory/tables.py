@@ -31,11 +31,12 @@ from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.engine.default import DefaultExecutionContext
 from sqlalchemy.types import TypeDecorator
 
-from memory import folding
+from memory import folding, known_slots
 
 metadata = MetaData()
-event.listen(metadata, "after_create", lambda target, conn, **kw: folding.create(conn))
-event.listen(metadata, "before_drop", lambda target, conn, **kw: folding.drop(conn))
+for _functions in (folding, known_slots):
+    event.listen(metadata, "after_create", lambda target, conn, m=_functions, **kw: m.create(conn))
+    event.listen(metadata, "before_drop", lambda target, conn, m=_functions, **kw: m.drop(conn))
 
 
 def utc(value: datetime) -> datetime:

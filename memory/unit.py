@@ -49,6 +49,11 @@ class RowAccess(Protocol):
         database work meanwhile). Call it once, before any other use of the rows."""
         ...
 
+    def settled(self, slots: Mapping[tuple[Scope, str], Memory | None]) -> None:
+        """What the apply's slots hold once its writes land (the active row, or None): a
+        backend may remember it (`memory.known_slots`) until the transaction commits."""
+        ...
+
     def insert_many(self, memories: Sequence[Memory]) -> None: ...
 
     def supersede_many(self, successors: Mapping[str, str], now: datetime) -> None:

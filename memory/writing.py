@@ -23,6 +23,7 @@ ids, rules, versions and hashes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -115,6 +116,8 @@ def apply(rows: RowAccess, op: ApplyOp) -> WriteReceipt:
         for i, (c, verdict) in enumerate(zip(op.candidates, verdicts, strict=True))
     )
     batch.flush()
+    if op.refusal is None:  # the slots were read (or recalled): say what they now hold
+        rows.settled({slot: batch.active.get(slot) for slot in keys.slots()})
     tenant = op.candidates[0].scope.tenant if op.candidates else ""
     run_id = op.candidates[0].provenance.run_id if op.candidates else ""
     receipt = WriteReceipt(op.handle, tenant, run_id, op.now, decisions)
@@ -173,9 +176,16 @@ def new_id(at: datetime) -> str:
     the table in the order it was written (expiry, decay) meets the key in order
     too. Made by hand at a third of `uuid` module's cost: every stored candidate
     needs one."""
-    stamp = f"{int(at.timestamp() * 1000) & 0xFFFF_FFFF_FFFF:012x}"
     h = os.urandom(10).hex()
-    return f"{stamp[:8]}-{stamp[8:]}-7{h[:3]}-{_VARIANT[h[3]]}{h[4:7]}-{h[7:19]}"
+    return f"{_stamp(at)}7{h[:3]}-{_VARIANT[h[3]]}{h[4:7]}-{h[7:19]}"
+
+
+@functools.lru_cache(maxsize=16)
+def _stamp(at: datetime) -> str:
+    """The id's first two groups, from the Unix millisecond of `at` (an apply gives all
+    its rows one `at`, so it is formatted once)."""
+    stamp = f"{int(at.timestamp() * 1000) & 0xFFFF_FFFF_FFFF:012x}"
+    return f"{stamp[:8]}-{stamp[8:]}-"
 
 
 _VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}

@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from sqlalchemy import Engine
 
 from memory.records import Candidate, Source
 from memory.store import Store
+from tests.clock import Clock
 from tests.integration.sql_watch import Plans
 from tests.integration.test_maintenance_support import ANA, candidate
 
@@ -43,9 +45,13 @@ def test_a_load_reads_the_active_rows_index(filled: Store) -> None:
     assert plans.using("ix_ns_memories_loadable"), plans.plans
 
 
-def test_a_slot_lookup_reads_the_active_slots_index(filled: Store) -> None:
+def test_a_slot_lookup_reads_the_active_slots_index(
+    filled: Store, engine: Engine, clock: Clock
+) -> None:
+    # A writer that has not seen the slot reads it (`memory.known_slots`).
+    writer = Store(engine, clock=clock)
     with Plans() as plans:
-        filled.apply([fact("ana lives in Porto", "home", run="t2")], handle="h2", actor="ana")
+        writer.apply([fact("ana lives in Porto", "home", run="t2")], handle="h2", actor="ana")
     assert plans.using("uq_ns_memories_active_slot"), plans.plans
     assert [m.content for m in filled.history(ANA, "home")] == [
         "ana lives in Lisbon",
