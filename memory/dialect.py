@@ -67,6 +67,13 @@ def _holds_postgresql(element: holds, compiler: Any, **kw: Any) -> str:
     return f"(strpos({text}, {part}) > 0)"
 
 
+def on_postgres(conn: Connection, statements: Iterable[str]) -> None:
+    """Run `statements` (DDL of functions SQLite does without) on PostgreSQL only."""
+    if conn.dialect.name == "postgresql":
+        for statement in statements:
+            conn.exec_driver_sql(statement)
+
+
 def array_literal(values: Iterable[str]) -> str:
     """`values` as the text of a PostgreSQL array (`{"a","b"}`), for a parameter cast
     in the statement (`%(ids)s::varchar[]`, or `%(at)s::timestamptz[]` with times as

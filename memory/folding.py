@@ -49,6 +49,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Text, func
 
+from memory.dialect import on_postgres
 from memory.phrasing import CONFUSABLES, INVISIBLE, as_read
 
 SPACES = re.compile("[\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
@@ -158,15 +159,11 @@ def register_sqlite(dbapi_connection: Any) -> None:
 
 def create(conn: Connection) -> None:
     """PostgreSQL only: create the functions (a no-op on SQLite, where they are registered)."""
-    if conn.dialect.name == "postgresql":
-        for statement in POSTGRES_DDL:
-            conn.exec_driver_sql(statement)
+    on_postgres(conn, POSTGRES_DDL)
 
 
 def drop(conn: Connection) -> None:
-    if conn.dialect.name == "postgresql":
-        for statement in POSTGRES_DROP:
-            conn.exec_driver_sql(statement)
+    on_postgres(conn, POSTGRES_DROP)
 
 
 def _or_null(python: Callable[[str], str]) -> Callable[[object], object]:

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from sqlalchemy import Connection
 
+from memory.dialect import on_postgres
 from memory.records import Memory, Scope
 
 Slot = tuple[Scope, str]
@@ -176,12 +177,8 @@ def expected_rows(known: Mapping[Slot, Memory | None]) -> Sequence[Memory]:
 
 def create(conn: Connection) -> None:
     """PostgreSQL only: create `ns_rows_unchanged` (SQLite never skips its lookup)."""
-    if conn.dialect.name == "postgresql":
-        for statement in EXPECTED_DDL:
-            conn.exec_driver_sql(statement)
+    on_postgres(conn, EXPECTED_DDL)
 
 
 def drop(conn: Connection) -> None:
-    if conn.dialect.name == "postgresql":
-        for statement in EXPECTED_DROP:
-            conn.exec_driver_sql(statement)
+    on_postgres(conn, EXPECTED_DROP)

@@ -4,32 +4,18 @@ out as a fresh read would have made it, and nothing of a stale statement lands."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from sqlalchemy import Engine
 
-from memory.engine import open_engine
 from memory.receipts import Outcome
 from memory.records import Candidate, Kind, Provenance, Scope, Source, Status
 from memory.store import Store
 from tests.clock import Clock
 from tests.integration.sql_watch import Statements
-from tests.services import postgres_database
-from workers import schema
 
 pytestmark = pytest.mark.integration
 
 ANA = Scope("acme", "ana", "triage")
-
-
-@pytest.fixture
-def pg_engine() -> Iterator[Engine]:
-    with postgres_database() as url:
-        engine = open_engine(url)
-        schema.upgrade(engine)
-        yield engine
-        engine.dispose()
 
 
 @pytest.fixture

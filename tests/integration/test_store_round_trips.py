@@ -5,7 +5,7 @@ the shortcuts (queued writes, a load's winners taken from its pool) change no re
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -14,27 +14,17 @@ from sqlalchemy import Engine
 
 from memory import sql
 from memory.dialect import DriverStatement, array_literal
-from memory.engine import ROUND_TRIP, autocommit, open_engine
+from memory.engine import ROUND_TRIP, autocommit
 from memory.meanwhile import Meanwhile
 from memory.receipts import Outcome
 from memory.records import Candidate, Kind, Provenance, Scope, Source
 from memory.store import Store
 from tests.clock import Clock
 from tests.integration.sql_watch import Statements
-from tests.services import postgres_database
 
 pytestmark = pytest.mark.integration
 
 ANA = Scope("acme", "ana", "triage")
-
-
-@pytest.fixture
-def pg_engine() -> Iterator[Engine]:
-    """PostgreSQL only: prepared statements exist there and nowhere else."""
-    with postgres_database() as url:
-        engine = open_engine(url)
-        yield engine
-        engine.dispose()
 
 
 @pytest.fixture
