@@ -119,12 +119,11 @@ class TtlConfig:
             if name in seen:  # the later one silently won: `default=90;default=7` was 7
                 raise TtlConfigError(f"TTL entry {item!r}: {name!r} is given twice; give it once")
             seen.add(name)
-            try:
-                days = int(raw.strip().removesuffix("d"))
-            except ValueError:
-                raise TtlConfigError(
-                    f"TTL entry {item!r}: {raw.strip()!r} is not whole days"
-                ) from None
+            number = raw.strip().removesuffix("d")
+            # ASCII digits only: `int` also reads "٩٠" (Arabic-Indic) and " 9_0 " as 90.
+            if not (number.isascii() and number.isdigit()):
+                raise TtlConfigError(f"TTL entry {item!r}: {raw.strip()!r} is not whole days")
+            days = int(number)
             _check_days(name, days)
             if name == "default":
                 default = days

@@ -352,6 +352,8 @@ def test_a_second_pass_of_a_job_waits_for_none_and_is_told_to_skip(store: Store)
         (["--purge-after", "99999999999"], {}, 2, "99999999999 is not in the range 0<=x<=36500"),
         ([], {"NIGHTSHIFT_PURGE_AFTER_DAYS": "99999999999"}, 2, "NIGHTSHIFT_PURGE_AFTER_DAYS"),
         (["--ttl", "default=90;default=30"], {}, 3, "'default' is given twice"),
+        # A blank tenant (an unset variable in a script) counted every tenant's rows.
+        (["--tenant", " "], {}, 2, "must not be empty"),
     ],
 )
 def test_maintain_refuses_out_of_range_settings_with_its_exit_code(

@@ -60,7 +60,11 @@ def maintain() -> None:
 def _job_command(job: str) -> None:
     @maintain.command(job, help=_HELP[job])
     @click.option(
-        "--tenant", envvar="NIGHTSHIFT_TENANT", show_envvar=True, help="Only this tenant."
+        "--tenant",
+        envvar="NIGHTSHIFT_TENANT",
+        show_envvar=True,
+        callback=not_empty,
+        help="Only this tenant.",
     )
     @click.option("--dry-run", is_flag=True, help="Count (or plan) without changing anything.")
     @click.option(

@@ -34,6 +34,9 @@ def test_most_specific_ttl_wins() -> None:
         ("fact=181", "TTL for 'fact' is 181 days; allowed is 7–180 days"),
         ("episode", "TTL entry 'episode' is not name=days"),
         ("fact=soon", "'soon' is not whole days"),
+        ("fact=\u0669\u0660", "is not whole days"),  # Arabic-Indic 90: `int` reads it
+        ("fact=9_0", "'9_0' is not whole days"),
+        ("fact=-30", "'-30' is not whole days"),
         ("facts=30", "'facts' is not one of"),
         ("team/fact=30", "'team' is not a layer"),
         ("default=90;default=30", "TTL entry 'default=30': 'default' is given twice"),
