@@ -333,12 +333,15 @@ def _flush_postgres(conn: Connection, pending: PendingWrites) -> None:
         name: orjson.dumps(document, option=orjson.OPT_NON_STR_KEYS).decode()
         for name, document in documents.items()
     }
+    # Rows locked in one order by every writer (by id): two statements superseding
+    # rows of the same slots in the batch's order could each hold what the other waits for.
+    successors = sorted(pending.successors)
     params.update(
         {
             "update_ids": array_literal(pending.updates),
-            "old_ids": array_literal(old for old, _, _ in pending.successors),
-            "new_ids": array_literal(new for _, new, _ in pending.successors),
-            "at": array_literal(utc(at).isoformat() for _, _, at in pending.successors),
+            "old_ids": array_literal(old for old, _, _ in successors),
+            "new_ids": array_literal(new for _, new, _ in successors),
+            "at": array_literal(utc(at).isoformat() for _, _, at in successors),
             "expected_ids": array_literal(m.id for m in pending.expected),
             "expected_versions": array_literal(str(m.version) for m in pending.expected),
             "expected_hashes": array_literal(content_hash(m.content) for m in pending.expected),
