@@ -10,12 +10,13 @@ ends with the slot's active row (or none) in hand.
 So a backend keeps those rows (`KnownSlots`), and an apply whose every slot is
 known skips the read. The read it does make, for a scope it meets for the first
 time, lists all of that scope's active slots (up to `lookups.LISTED_SLOTS`), so
-that later applies know the slots no apply of this writer has written yet. It then takes three things on trust, and its one write
-statement checks each of them as it runs, failing whole when one no longer holds:
+that later applies know the slots no apply of this writer has written yet. An
+apply without the read takes three things on trust, and its one write statement
+checks each of them as it runs, failing whole when one no longer holds:
 
 - each remembered active row is still active, at the same version, with the same
-  content and source (`EXPECTED`, checked against the statement's snapshot; the
-  supersession of such a row is part of the same statement);
+  content and source (`memory.pending`'s `unchanged`, read from the statement's
+  snapshot; the supersession of such a row is part of the same statement);
 - a slot remembered empty is still empty: a new active row there meets the
   one-active-value-per-slot index;
 - no row holds a candidate's idempotency key yet: a new row meets the idempotency
@@ -72,9 +73,9 @@ class KnownSlots:
 
     Bounded in number (`capacity`, least recently learned first out) and in age
     (`max_age` seconds): past it a slot is read again, and its row is dropped from
-    memory, so what a forget removed from the store does not linger in a writer's
-    memory either. Safe to share between threads; each process has its own (a Celery
-    worker's children each learn their own after the fork)."""
+    memory, so what a forget removed from the store lingers in a writer's memory for
+    that long at most. Safe to share between threads; each process has its own (a
+    Celery worker's children each learn their own after the fork)."""
 
     def __init__(
         self,
