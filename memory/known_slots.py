@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 
 from sqlalchemy import Connection
 
@@ -169,11 +169,6 @@ def _learned(scopes: dict[Scope, float], scope: Scope, now: float, capacity: int
     scopes[scope] = now
     while len(scopes) > capacity:
         del scopes[next(iter(scopes))]
-
-
-def expected_rows(known: Mapping[Slot, Memory | None]) -> Sequence[Memory]:
-    """The remembered rows an apply relies on: those its statement must find unchanged."""
-    return [row for row in known.values() if row is not None]
 
 
 def create(conn: Connection) -> None:

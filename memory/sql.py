@@ -18,8 +18,7 @@ from sqlalchemy import Connection, Engine, exc
 
 from memory import lookups, queries, ranking_queries
 from memory.engine import ROUND_TRIP, autocommit, retrying
-from memory.folding import folded_key
-from memory.known_slots import KnownSlots, Slot, expected_rows
+from memory.known_slots import KnownSlots, Slot
 from memory.loading import Ranked
 from memory.meanwhile import Meanwhile, worth_a_thread
 from memory.pending import PendingWrites
@@ -37,7 +36,7 @@ from memory.port import (
 )
 from memory.receipts import WriteReceipt
 from memory.records import Memory, Scope
-from memory.slot_locks import take_slot_turns
+from memory.slot_locks import slots_of, take_slot_turns
 from memory.tables import metadata
 from memory.unit import Existing, perform
 
@@ -78,7 +77,7 @@ class SqlBackend(MemoryBackend):
                 # concurrent writer stored one of its keys first, or a slot changed
                 # since this backend last saw it: nothing of the statement landed.
                 # The ordinary way reads the receipt and the slots first.
-                self.known.forget(_slots(ops[0]))
+                self.known.forget(slots_of(ops))
                 conflicted = True
         elif not all(isinstance(op, ApplyOp) for op in ops if isinstance(op, WRITE_OPS)):
             self.known.clear()  # an edit or a review changes rows behind the applies
@@ -124,12 +123,9 @@ class SqlBackend(MemoryBackend):
             rows = SqlRows(conn)
             results = [perform(rows, op) for op in ops]
             rows.flush()
-        self.known.learn(rows.settled_slots)  # committed
+        if self.engine.dialect.name == "postgresql":  # the only dialect that recalls
+            self.known.learn(rows.settled_slots)  # committed
         return results
-
-
-def _slots(op: ApplyOp) -> list[Slot]:
-    return [(c.scope, folded_key(c.key)) for c in op.candidates if c.key]
 
 
 class SqlRows:
@@ -188,8 +184,8 @@ class SqlRows:
         Otherwise read: on PostgreSQL across a network in a thread (`memory.meanwhile`)
         while the caller goes on; a server close by (and SQLite) answers at once."""
         if self.known is not None and (recalled := self.known.recall(slots)) is not None:
-            self.pending.expected.extend(expected_rows(recalled))
             active = {slot: row for slot, row in recalled.items() if row is not None}
+            self.pending.expected.extend(active.values())  # the statement checks them
             return lambda: ({}, active)
         self._before_read()
         known = self.known
