@@ -16,6 +16,7 @@ committed with it or not at all.
 from __future__ import annotations
 
 import enum
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -186,19 +187,22 @@ def _compact(
         return {}, []
     required = _REQUIRED[table]
     shared = {name: value for name, value in rows[0].items() if name in required}
-    compact = []
-    for row in rows:
-        kept: dict[str, object] = {}
-        for name, value in row.items():
-            if name in required:
-                if value is None:
-                    raise ValueError(f"{table}.{name} is NOT NULL; a row holds None")
-                if value != shared[name]:
-                    kept[name] = value
-            elif value is not None:
+    return shared, [_kept(table, row, shared) for row in rows]
+
+
+def _kept(table: str, row: dict[str, object], shared: dict[str, object]) -> dict[str, object]:
+    """What of `row` `_compact` sends, given the batch's values `shared`."""
+    required = _REQUIRED[table]
+    kept: dict[str, object] = {}
+    for name, value in row.items():
+        if name in required:
+            if value is None:
+                raise ValueError(f"{table}.{name} is NOT NULL; a row holds None")
+            if value != shared[name]:
                 kept[name] = value
-        compact.append(kept)
-    return shared, compact
+        elif value is not None:
+            kept[name] = value
+    return kept
 
 
 _UPDATE_COLUMNS = (
@@ -299,8 +303,11 @@ def _flush_postgres(conn: Connection, pending: PendingWrites) -> None:
     if pending.expected and len(pending.receipts) != 1:
         raise ValueError("rows taken on trust are checked as the apply's one receipt is written")
     iso = _IsoTimes()
+    documents: dict[str, object] = {
+        "updates": [_update_row(i, changes, iso) for i, changes in pending.updates.items()]
+    }
+    documents["memories_shared"], documents["memories"] = _memory_document(pending.memories, iso)
     tables: dict[str, list[dict[str, object]]] = {
-        "memories": [_memory_row(m, iso) for m in pending.memories],
         "audit": [
             {
                 "at": iso(e.at),
@@ -322,9 +329,6 @@ def _flush_postgres(conn: Connection, pending: PendingWrites) -> None:
             }
             for r in pending.receipts
         ],
-    }
-    documents: dict[str, object] = {
-        "updates": [_update_row(i, changes, iso) for i, changes in pending.updates.items()]
     }
     for name, rows in tables.items():
         documents[f"{name}_shared"], documents[name] = _compact(name, rows)
@@ -402,6 +406,77 @@ def _memory_row(m: Memory, iso: _IsoTimes) -> dict[str, object]:
         "last_reinforced_at": iso(m.last_reinforced_at),
         "last_used_at": iso(m.last_used_at),
     }
+
+
+_BATCH_FIELDS = operator.attrgetter(
+    "scope",
+    "status",
+    "source",
+    "confidence",
+    "run_id",
+    "agent",
+    "subagent",
+    "schedule",
+    "subject",
+    "version",
+    "score",
+    "created_at",
+    "valid_from",
+    "last_reinforced_at",
+)
+"""The NOT NULL fields an apply's new rows have in common (one scope, one run, one
+instant), or nearly always: a row whose values are the first row's sends none of them."""
+_ROW_FIELDS = operator.attrgetter(
+    "id", "kind", "key", "content", "reference", "task_id", "idempotency_key"
+)
+"""The NOT NULL fields each new row has of its own."""
+
+
+def _memory_document(
+    rows: Sequence[Memory], iso: _IsoTimes
+) -> tuple[dict[str, object], list[dict[str, object]]]:
+    """`_compact("memories", …)` of the rows' `_memory_row`s, without building them:
+    a row that shares the first row's `_BATCH_FIELDS` sends only its own fields and
+    its non-NULL nullable ones (any other row is compacted the general way). A row
+    of its own is sent whole, even a value equal to the batch's: that is allowed
+    (`_rows` prefers the row's), and cheaper than comparing."""
+    if not rows:
+        return {}, []
+    first = _memory_row(rows[0], iso)
+    required = _REQUIRED["memories"]
+    shared = {name: value for name, value in first.items() if name in required}
+    batch = _BATCH_FIELDS(rows[0])
+    compact: list[dict[str, object]] = []
+    for m in rows:
+        if _BATCH_FIELDS(m) != batch:
+            compact.append(_kept("memories", _memory_row(m, iso), shared))
+            continue
+        own = _ROW_FIELDS(m)
+        if None in own:
+            raise ValueError(f"memories row {m.id} holds None in a NOT NULL column")
+        row: dict[str, object] = {
+            "id": m.id,
+            "kind": m.kind.value,
+            "key": m.key,
+            "key_folded": folded_key(m.key),
+            "content": m.content,
+            "content_hash": content_hash(m.content),
+            "reference": m.reference,
+            "task_id": m.task_id,
+            "idempotency_key": m.idempotency_key,
+        }
+        if m.valid_to is not None:
+            row["valid_to"] = iso(m.valid_to)
+        if m.superseded_at is not None:
+            row["superseded_at"] = iso(m.superseded_at)
+        if m.supersedes_id is not None:
+            row["supersedes_id"] = m.supersedes_id
+        if m.superseded_by_id is not None:
+            row["superseded_by_id"] = m.superseded_by_id
+        if m.last_used_at is not None:
+            row["last_used_at"] = iso(m.last_used_at)
+        compact.append(row)
+    return shared, compact
 
 
 def _update_row(memory_id: str, changes: Mapping[str, Any], iso: _IsoTimes) -> dict[str, object]:

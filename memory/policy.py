@@ -41,6 +41,7 @@ from enum import StrEnum
 from memory.folding import folded_key
 from memory.goals import GOAL_KEY, GOAL_SOURCES, is_goal_key
 from memory.phrasing import is_blank, looks_like_instruction, looks_like_plan
+from memory.quick_init import quick_init
 from memory.records import Candidate, Kind, Layer, Provenance, Source
 from memory.secrets import find_secrets_as_read
 from memory.storable import unstorable_fields
@@ -75,6 +76,7 @@ class Rule(StrEnum):
     OK = "ok"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """The gate's decision. `kind` is what to store it as, which may differ from the
@@ -553,6 +555,8 @@ RULES: tuple[_GateRule, ...] = (
 """The gate's rules in the order `judge` applies them; the first to decide wins."""
 
 DEFAULT_CONFIG = GateConfig()
+_ACCEPTED = {kind: Verdict(Action.ACCEPT, kind, "accepted", Rule.OK) for kind in Kind}
+"""The verdict of a candidate no rule stopped, by kind: made once, not per candidate."""
 
 KEPT_RULES: tuple[_GateRule, ...] = (_secret, _injection, _instruction_source)
 """The rules that hold for every stored memory whoever wrote it: no secret, no
@@ -634,5 +638,5 @@ def judge(candidate: Candidate, rules: AgentRules, config: GateConfig = DEFAULT_
         if verdict is not None:
             break
     else:
-        verdict = Verdict(Action.ACCEPT, candidate.kind, "accepted", Rule.OK)
+        verdict = _ACCEPTED[candidate.kind]
     return _cross_user(candidate, rules, _goal_key(candidate, verdict))

@@ -29,6 +29,7 @@ from typing import Any
 
 from memory.expiry import DEFAULT_TTL, TtlConfig
 from memory.policy import AgentRules
+from memory.quick_init import quick_init
 from memory.records import Candidate, Kind, Memory, Scope, Status
 
 RulesFor = Callable[[str], AgentRules]
@@ -169,6 +170,7 @@ Op = (
 WRITE_OPS = (ApplyOp, EditOp, ReviewOp)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
     """One recorded change: who, what, when, why. `detail` never holds memory content."""

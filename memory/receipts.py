@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from memory.quick_init import quick_init
+
 
 class Outcome(enum.StrEnum):
     STORED = "stored"
@@ -18,6 +20,7 @@ class Outcome(enum.StrEnum):
     REFUSED = "refused"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Decision:
     """The fate of one candidate. Never carries the candidate's content."""

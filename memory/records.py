@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from memory.quick_init import quick_init
+
 ANY = ""
 """The wildcard in a scope column: `shared` has no agent, `agent` no user, `tenant` neither."""
 
@@ -96,6 +98,7 @@ STATUSES: Mapping[str, Status] = {s.value: s for s in Status}
 calling the enum, and a load turns dozens of rows into records."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Scope:
     """Who a memory belongs to: `(tenant, user, agent)` with `ANY` as the wildcard.
@@ -265,6 +268,7 @@ def _scope_from_json(value: Any) -> Scope:
     return Scope(tenant, user, agent)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Memory:
     """A stored memory row, as every read path returns it."""

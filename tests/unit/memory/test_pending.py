@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
 from memory import pending
-from memory.records import Candidate, Kind, Provenance, Scope, Source, Status
+from memory.records import Candidate, Kind, Memory, Provenance, Scope, Source, Status
 from memory.tables import memories
 from memory.writing import new_memory
 
@@ -109,3 +111,52 @@ def test_a_none_in_a_not_null_column_is_refused_not_filled_in() -> None:
     ]
     with pytest.raises(ValueError, match="receipts.tenant is NOT NULL"):
         pending._compact("receipts", rows)
+
+
+def test_the_memories_document_is_the_compacted_rows() -> None:
+    """`_memory_document` sends what `_compact` of the `_memory_row`s would mean: each
+    row merged with the batch's values is the row, whatever the rows have in common."""
+    now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    later = now + timedelta(days=3)
+
+    def made(scope: Scope, key: str, source: Source, **changes: Any) -> Memory:
+        candidate = Candidate(
+            scope, Kind.FACT, f"{key} {source}", Provenance(source, reference="msg#1"), key=key
+        )
+        row = new_memory(candidate, Kind.FACT, Status.ACTIVE, now, None)
+        return dataclasses.replace(row, **changes)
+
+    ana, bob = Scope("acme", "ana", "triage"), Scope("acme", "bob")
+    rows = [
+        made(ana, "diet", Source.STATED),
+        made(ana, "Diet ", Source.STATED, valid_to=later, supersedes_id="old"),
+        made(bob, "", Source.OBSERVED),  # another scope and source: compacted the general way
+        made(
+            ana,
+            "plan",
+            Source.STATED,
+            status=Status.SUPERSEDED,
+            superseded_at=later,
+            superseded_by_id="new",
+            valid_to=later,
+        ),
+        made(ana, "x", Source.STATED, last_used_at=later),
+    ]
+    iso = pending._IsoTimes()
+    shared, compact = pending._memory_document(rows, iso)
+    assert len(compact) == len(rows)
+    for memory, sent in zip(rows, compact, strict=True):
+        whole = pending._memory_row(memory, iso)
+        merged = {name: sent.get(name, shared.get(name)) for name in whole}
+        assert merged == whole
+    assert pending._memory_document([], iso) == ({}, [])
+
+
+def test_a_none_in_a_row_s_own_not_null_field_is_refused() -> None:
+    now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    candidate = Candidate(Scope("acme", "ana"), Kind.FACT, "x", Provenance(Source.STATED))
+    row = new_memory(candidate, Kind.FACT, Status.ACTIVE, now, None)
+    with pytest.raises(ValueError, match="NOT NULL"):
+        pending._memory_document(
+            [row, dataclasses.replace(row, reference=None)], pending._IsoTimes()
+        )
