@@ -35,6 +35,7 @@ from memory.port import (
     MemoryBackend,
     Op,
     PoolOp,
+    ReceiptAudit,
     SearchOp,
 )
 from memory.receipts import WriteReceipt
@@ -217,8 +218,9 @@ class InMemoryRows:
     def record_audit(self, entries: Sequence[AuditEntry]) -> None:
         self.state.audit.extend(entries)
 
-    def save_receipt(self, receipt: WriteReceipt) -> None:
+    def save_receipt(self, receipt: WriteReceipt, audit: ReceiptAudit) -> None:
         self.state.receipts[receipt.handle] = receipt
+        self.state.audit.extend(audit.entries(receipt))
 
     def get_receipt(self, handle: str) -> WriteReceipt | None:
         return self.state.receipts.get(handle)

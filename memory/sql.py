@@ -32,6 +32,7 @@ from memory.port import (
     MemoryBackend,
     Op,
     PoolOp,
+    ReceiptAudit,
     SearchOp,
 )
 from memory.receipts import WriteReceipt
@@ -227,8 +228,8 @@ class SqlRows:
     def record_audit(self, entries: Sequence[AuditEntry]) -> None:
         self.pending.audit.extend(entries)
 
-    def save_receipt(self, receipt: WriteReceipt) -> None:
-        self.pending.receipts.append(receipt)
+    def save_receipt(self, receipt: WriteReceipt, audit: ReceiptAudit) -> None:
+        self.pending.receipts.append((receipt, audit))
 
     def get_receipt(self, handle: str) -> WriteReceipt | None:
         if self.receipt_by_key:

@@ -24,6 +24,7 @@ from memory.port import (
     LoadOp,
     Op,
     PoolOp,
+    ReceiptAudit,
     ReceiptOp,
     ReviewOp,
     SearchOp,
@@ -68,7 +69,9 @@ class RowAccess(Protocol):
 
     def record_audit(self, entries: Sequence[AuditEntry]) -> None: ...
 
-    def save_receipt(self, receipt: WriteReceipt) -> None: ...
+    def save_receipt(self, receipt: WriteReceipt, audit: ReceiptAudit) -> None:
+        """Keep `receipt`, and record its audit entries (`ReceiptAudit.entries`)."""
+        ...
 
     def get_receipt(self, handle: str) -> WriteReceipt | None: ...
 

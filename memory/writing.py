@@ -48,6 +48,7 @@ from memory.port import (
     HandleTaken,
     MemoryNotFound,
     NotPending,
+    ReceiptAudit,
     ReviewOp,
     ScopeRefused,
 )
@@ -121,34 +122,15 @@ def apply(rows: RowAccess, op: ApplyOp) -> WriteReceipt:
     tenant = op.candidates[0].scope.tenant if op.candidates else ""
     run_id = op.candidates[0].provenance.run_id if op.candidates else ""
     receipt = WriteReceipt(op.handle, tenant, run_id, op.now, decisions)
-    rows.save_receipt(receipt)
-    scope_texts: dict[Scope, str] = {}  # a batch has few scopes; format each once
-    rows.record_audit(
-        [
-            AuditEntry(
-                at=op.now,
-                actor=op.actor,
-                action=_ACTIONS[d.outcome],
-                memory_id=d.memory_id,
-                tenant=c.scope.tenant,
-                detail={
-                    "handle": op.handle,
-                    "index": d.index,
-                    "rule": d.rule,
-                    "kind": d.kind,
-                    "scope": scope_texts.get(c.scope)
-                    or scope_texts.setdefault(c.scope, str(c.scope)),
-                    "source": c.provenance.source.value,
-                    "superseded": d.superseded_id,
-                },
-            )
-            for d, c in zip(decisions, op.candidates, strict=True)
-        ]
+    rows.save_receipt(
+        receipt,
+        ReceiptAudit(
+            op.actor,
+            tuple(c.scope for c in op.candidates),
+            tuple(c.provenance.source.value for c in op.candidates),
+        ),
     )
     return receipt
-
-
-_ACTIONS = {outcome: f"write.{outcome.value}" for outcome in Outcome}
 
 
 def _check_scopes(candidates: tuple[Candidate, ...]) -> None:
