@@ -20,7 +20,8 @@ checks each of them as it runs, failing whole when one no longer holds:
 - a slot remembered empty is still empty: a new active row there meets the
   one-active-value-per-slot index;
 - no row holds a candidate's idempotency key yet: a new row meets the idempotency
-  index (a retry delivered again under a new handle).
+  index (a retry delivered again under a new handle). The one-statement apply
+  takes this on trust even when it reads: its lookup asks for the slots only.
 
 A failed check raises a unique violation, like a concurrent writer's key would, and
 `memory.sql` applies the batch again the ordinary way, with its lookup; the slots of

@@ -183,7 +183,10 @@ class SqlRows:
         """Recalled when every slot is known (`memory.known_slots`): no idempotency key
         is taken as held, and the write statement checks all it took on trust.
         Otherwise read: on PostgreSQL across a network in a thread (`memory.meanwhile`)
-        while the caller goes on; a server close by (and SQLite) answers at once."""
+        while the caller goes on; a server close by (and SQLite) answers at once.
+        The one-statement apply reads only the slots: there too no idempotency key is
+        taken as held, and the statement's idempotency index checks it (a key held
+        after all fails the statement, and the ordinary apply reads it)."""
         if self.known is not None and (recalled := self.known.recall(slots)) is not None:
             active = {slot: row for slot, row in recalled.items() if row is not None}
             self.pending.expected.extend(active.values())  # the statement checks them
@@ -195,8 +198,8 @@ class SqlRows:
             if known is None:
                 return queries.existing(self.conn, idempotency, slots)
             listed = known.to_list(slots)  # a scope met for the first time is read whole
-            by_idem, active, self.listed = lookups.existing(self.conn, idempotency, slots, listed)
-            return by_idem, active
+            _, active, self.listed = lookups.existing(self.conn, (), slots, listed)
+            return {}, active
 
         if worth_a_thread(self.conn.connection.info.get(ROUND_TRIP)):
             return Meanwhile(read)

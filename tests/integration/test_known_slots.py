@@ -146,3 +146,18 @@ def test_a_duplicate_of_a_row_expired_behind_the_writer_is_stored_again(
     outcome, _ = write(writer, fact("vegetarian", "run-2"), "h2")
     assert outcome is Outcome.STORED
     assert active(writer) == ["vegetarian"]
+
+
+def test_a_writer_new_to_a_scope_reads_its_slots_and_lets_the_index_answer_for_keys(
+    writer: Store, other: Store
+) -> None:
+    """A writer that has not met the scope reads its slots, not its idempotency keys:
+    a key another writer stored fails the one statement, and the ordinary apply,
+    which reads it, replaces the earlier write as it would have from the start."""
+    write(other, fact("vegetarian", "run-1", idem="msg-1"), "h1")
+    with Statements() as statements:
+        outcome, _ = write(writer, fact("vegan", "run-1", idem="msg-1"), "h1-retry")
+    assert outcome is Outcome.REPLACED
+    assert len(statements.seen) > 2  # the lookup, the failed statement, the ordinary apply
+    assert active(writer) == ["vegan"]
+    assert len(list(writer.export(ANA))) == 1
