@@ -270,16 +270,17 @@ WITH unchanged AS (
 INSERT INTO ns_audit (at, actor, tenant, action, memory_id, detail)
 SELECT r.created_at, a.actor, coalesce(a.tenants ->> d.index, a.tenant),
     'write.' || d.outcome, d.memory_id,
-    json_build_object('handle', r.handle, 'index', d.index, 'rule', d.rule, 'kind', d.kind,
-        'scope', coalesce(a.scopes ->> d.index, a.scope),
-        'source', coalesce(a.sources ->> d.index, a.source),
-        'superseded', d.superseded_id)::text
+    a.head || d.index || ', "rule": ' || d.rule::text || ', "kind": ' || d.kind::text
+        || ', "scope": ' || coalesce((a.scopes -> d.index)::text, a.scope)
+        || ', "source": ' || coalesce((a.sources -> d.index)::text, a.source)
+        || ', "superseded": ' || coalesce(d.superseded_id::text, 'null') || '}}'
 FROM receipted AS r
 JOIN json_to_recordset(%(receipt_audits)s::json) AS a(handle varchar, actor varchar,
-    tenant varchar, scope text, source varchar, tenants json, scopes json, sources json)
+    tenant varchar, head text, scope text, source text, tenants json, scopes json,
+    sources json)
     ON a.handle = r.handle
 CROSS JOIN LATERAL json_to_recordset(r.decisions::json) AS d(index int4, outcome varchar,
-    kind varchar, rule varchar, memory_id varchar, superseded_id varchar)
+    kind json, rule json, memory_id varchar, superseded_id json)
 ORDER BY r.handle, d.index
 """
 """All of a transaction's queued writes as one statement. The CTEs touch different
@@ -507,22 +508,36 @@ def _memory_document(
 
 def _receipt_audit_row(receipt: WriteReceipt, audit: ReceiptAudit) -> dict[str, object]:
     """What `WRITE_ALL` builds a receipt's audit entries from besides the receipt: the
-    actor, and each candidate's tenant, scope and source, as one value when the
-    candidates share it (they nearly always do) and else as a list by index."""
-    row: dict[str, object] = {"handle": receipt.handle, "actor": audit.actor}
+    actor, each candidate's tenant, and the JSON texts of the detail that are not the
+    decision's (`ReceiptAudit.entries`, key for key): its head, which names the
+    handle, and each candidate's scope and source. A value the candidates share
+    (they nearly always do) is sent once, else as a list by index.
+
+    The statement joins these texts with the decision's fields read as JSON texts,
+    so no value is encoded on the server (`json_build_object` per row cost a third
+    of the audit's share of the statement)."""
+    row: dict[str, object] = {
+        "handle": receipt.handle,
+        "actor": audit.actor,
+        "head": f'{{"handle": {_json(receipt.handle)}, "index": ',
+    }
     if audit.scopes:
         first = audit.scopes[0]
         if audit.scopes.count(first) == len(audit.scopes):
-            row["scope"], row["tenant"] = str(first), first.tenant
+            row["scope"], row["tenant"] = _json(str(first)), first.tenant
         else:
             row["scopes"] = [str(s) for s in audit.scopes]
             row["tenants"] = [s.tenant for s in audit.scopes]
     if audit.sources:
         if audit.sources.count(audit.sources[0]) == len(audit.sources):
-            row["source"] = audit.sources[0]
+            row["source"] = _json(audit.sources[0])
         else:
             row["sources"] = list(audit.sources)
     return row
+
+
+def _json(text: str) -> str:
+    return orjson.dumps(text).decode()
 
 
 def _update_row(memory_id: str, changes: Mapping[str, Any], iso: _IsoTimes) -> dict[str, object]:

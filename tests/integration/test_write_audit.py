@@ -15,7 +15,7 @@ from memory.store import Store
 from tests.clock import Clock
 
 ANA = Scope("acme", "ana", "triage")
-BOB = Scope("acme", "bob")
+BOB = Scope("acme", 'bo\\b "the builder" ünï')  # what JSON must escape, and more
 OTHER = Scope("globex", "ana", "triage")
 
 
@@ -63,7 +63,7 @@ def test_postgres_records_the_entries_the_other_backends_record(
     trails = []
     for store in stores:
         receipts = [
-            store.apply(batch, handle=f"h{n}", actor="writer@test")
+            store.apply(batch, handle=f'h{n} "quoted" \\ ☃', actor="writer@test")
             for n, batch in enumerate(_batches())
         ]
         outcomes = [d.outcome.value for d in receipts[1].decisions]
