@@ -17,7 +17,7 @@ from datetime import datetime
 
 from sqlalchemy import ColumnElement, Connection, Engine, and_, delete, or_, select, update
 
-from memory import hot
+from memory import hot, write_audit
 from memory.maintenance_tables import memory_links
 from memory.records import Scope, Status
 from memory.tables import audit, memories
@@ -244,8 +244,11 @@ def _rebuild_summaries(conn: Connection, summaries: set[str], now: datetime) -> 
 
 
 def _redact_audit(conn: Connection, ids: set[str]) -> None:
+    """Mark the audit rows that name the deleted memories: their own entries, and the
+    writer's rows that hold an apply's entries (`memory.write_audit`)."""
     for chunk in chunks(ids):
-        conn.execute(update(audit).where(audit.c.memory_id.in_(chunk)).values(redacted=True))
+        named = or_(audit.c.memory_id.in_(chunk), write_audit.naming(chunk, conn.dialect.name))
+        conn.execute(update(audit).where(named).values(redacted=True))
 
 
 def compact_fulltext(engine: Engine) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Engine, func, or_, select
 
-from memory import hot
+from memory import hot, write_audit
 from memory.forget_places import TextPlace, count_holding, holding
 from memory.forget_removal import chunks
 from memory.maintenance_tables import hot_summaries, memory_links
@@ -50,7 +50,13 @@ def relist(
                 conn,
                 select(func.count())
                 .select_from(audit)
-                .where(audit.c.memory_id.in_(chunk), audit.c.redacted.is_(False)),
+                .where(
+                    or_(
+                        audit.c.memory_id.in_(chunk),
+                        write_audit.naming(chunk, conn.dialect.name),
+                    ),
+                    audit.c.redacted.is_(False),
+                ),
             )
             if conn.dialect.name == "sqlite":
                 marks = ",".join("?" * len(chunk))

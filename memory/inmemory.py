@@ -35,12 +35,12 @@ from memory.port import (
     MemoryBackend,
     Op,
     PoolOp,
-    ReceiptAudit,
     SearchOp,
 )
 from memory.receipts import WriteReceipt
 from memory.records import Memory, Scope, Status
 from memory.unit import Existing, perform
+from memory.write_audit import WriteAudit
 
 _WORD = re.compile(r"[^\W_]+")  # letters or digits of any script, as `memory.fulltext`
 
@@ -218,7 +218,7 @@ class InMemoryRows:
     def record_audit(self, entries: Sequence[AuditEntry]) -> None:
         self.state.audit.extend(entries)
 
-    def save_receipt(self, receipt: WriteReceipt, audit: ReceiptAudit) -> None:
+    def save_receipt(self, receipt: WriteReceipt, audit: WriteAudit) -> None:
         self.state.receipts[receipt.handle] = receipt
         self.state.audit.extend(audit.entries(receipt))
 

@@ -1,7 +1,7 @@
 """The writes of one transaction, held back and sent together when it ends.
 
-An apply ends with four writes — its new rows, the rows they supersede, the receipt
-and one audit entry per candidate — none of which the apply reads again. Sent
+An apply ends with four writes — its new rows, the rows they supersede, its audit
+rows (`memory.write_audit`) and the receipt — none of which the apply reads again. Sent
 one by one they are four round trips and four statements to plan; on PostgreSQL
 `flush` sends them as one statement (`WRITE_ALL`: data-modifying CTEs over the
 rows as JSON), whatever the batch size, so its text never changes. SQLite runs
@@ -29,7 +29,7 @@ from memory import queries
 from memory.dialect import DriverStatement, array_literal
 from memory.folding import folded_key
 from memory.fulltext import SEARCH_VECTOR
-from memory.port import AuditEntry, ReceiptAudit
+from memory.port import AuditEntry
 from memory.receipts import WriteReceipt
 from memory.records import Memory, content_hash
 from memory.tables import audit, memories, receipts, utc
@@ -42,7 +42,7 @@ class PendingWrites:
     memories: list[Memory] = field(default_factory=list)
     successors: list[tuple[str, str, datetime]] = field(default_factory=list)
     audit: list[AuditEntry] = field(default_factory=list)
-    receipts: list[tuple[WriteReceipt, ReceiptAudit]] = field(default_factory=list)
+    receipts: list[WriteReceipt] = field(default_factory=list)
     # Direct changes to existing rows, by id (see `queue_update`).
     updates: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Rows the writes were decided from without reading them (`memory.known_slots`):
@@ -83,9 +83,8 @@ class PendingWrites:
                 queries.supersede_many(conn, successors, at)
             queries.insert_memories(conn, self.memories)
             queries.record_audit(conn, self.audit)
-            for receipt, receipt_audit in self.receipts:
+            for receipt in self.receipts:
                 queries.save_receipt(conn, receipt)
-                queries.record_audit(conn, receipt_audit.entries(receipt))
         self.memories, self.successors, self.audit, self.receipts = [], [], [], []
         self.updates, self.expected = {}, []
 
@@ -262,26 +261,9 @@ WITH unchanged AS (
     {_AFTER_UPDATES}
 ), audited AS (
     INSERT INTO ns_audit {_rows("audit", _AUDIT_COLUMNS)}
-), receipted AS (
-    INSERT INTO ns_write_receipts {_rows("receipts", _RECEIPT_COLUMNS)}
-    {_UNCHANGED}
-    RETURNING handle, created_at, decisions
 )
-INSERT INTO ns_audit (at, actor, tenant, action, memory_id, detail)
-SELECT r.created_at, a.actor, coalesce(a.tenants ->> d.index, a.tenant),
-    'write.' || d.outcome, d.memory_id,
-    a.head || d.index || ', "rule": ' || d.rule::text || ', "kind": ' || d.kind::text
-        || ', "scope": ' || coalesce((a.scopes -> d.index)::text, a.scope)
-        || ', "source": ' || coalesce((a.sources -> d.index)::text, a.source)
-        || ', "superseded": ' || coalesce(d.superseded_id::text, 'null') || '}}'
-FROM receipted AS r
-JOIN json_to_recordset(%(receipt_audits)s::json) AS a(handle varchar, actor varchar,
-    tenant varchar, head text, scope text, source text, tenants json, scopes json,
-    sources json)
-    ON a.handle = r.handle
-CROSS JOIN LATERAL json_to_recordset(r.decisions::json) AS d(index int4, outcome varchar,
-    kind json, rule json, memory_id varchar, superseded_id json)
-ORDER BY r.handle, d.index
+INSERT INTO ns_write_receipts {_rows("receipts", _RECEIPT_COLUMNS)}
+{_UNCHANGED}
 """
 """All of a transaction's queued writes as one statement. The CTEs touch different
 rows (new rows are linked to their predecessors before they are inserted; the
@@ -295,14 +277,6 @@ either UPDATE changes a row, each probed by its primary key (which `LATERAL … 
 the receipt is inserted (`_UNCHANGED`). The statement has no result set (nothing
 to describe, copy or build metadata for). New rows bring their search vector, which
 spares each a trigger call (`memory.fulltext.POSTGRES_VECTOR_GIVEN`).
-
-An apply's audit entries are built by the statement from the receipt it inserts:
-one per decision, from the decision and the receipt, with the actor and each
-candidate's scope and source (`_receipt_audit_row`, one value for the batch when
-its candidates share it). The Python side makes no entry, and the decisions travel
-once. `memory.port.ReceiptAudit.entries` is the same trail made in Python, for
-the other backends; `tests/integration/test_write_audit.py` holds the two alike.
-Other entries (an edit's, a review's) travel as rows (`audited`).
 
 The rows travel as one JSON text per table rather than as bound values: psycopg2
 interpolates parameters into the statement, and PostgreSQL then plans every
@@ -353,10 +327,9 @@ def _flush_postgres(conn: Connection, pending: PendingWrites) -> None:
                 "created_at": iso(r.created_at),
                 "decisions": [d.to_json() for d in r.decisions],
             }
-            for r, _ in pending.receipts
+            for r in pending.receipts
         ],
     }
-    documents["receipt_audits"] = [_receipt_audit_row(r, a) for r, a in pending.receipts]
     for name, rows in tables.items():
         documents[f"{name}_shared"], documents[name] = _compact(name, rows)
     # orjson: a tenth of `json.dumps`'s time for the same text, less its spaces.
@@ -504,40 +477,6 @@ def _memory_document(
             row["last_used_at"] = iso(m.last_used_at)
         compact.append(row)
     return shared, compact
-
-
-def _receipt_audit_row(receipt: WriteReceipt, audit: ReceiptAudit) -> dict[str, object]:
-    """What `WRITE_ALL` builds a receipt's audit entries from besides the receipt: the
-    actor, each candidate's tenant, and the JSON texts of the detail that are not the
-    decision's (`ReceiptAudit.entries`, key for key): its head, which names the
-    handle, and each candidate's scope and source. A value the candidates share
-    (they nearly always do) is sent once, else as a list by index.
-
-    The statement joins these texts with the decision's fields read as JSON texts,
-    so no value is encoded on the server (`json_build_object` per row cost a third
-    of the audit's share of the statement)."""
-    row: dict[str, object] = {
-        "handle": receipt.handle,
-        "actor": audit.actor,
-        "head": f'{{"handle": {_json(receipt.handle)}, "index": ',
-    }
-    if audit.scopes:
-        first = audit.scopes[0]
-        if audit.scopes.count(first) == len(audit.scopes):
-            row["scope"], row["tenant"] = _json(str(first)), first.tenant
-        else:
-            row["scopes"] = [str(s) for s in audit.scopes]
-            row["tenants"] = [s.tenant for s in audit.scopes]
-    if audit.sources:
-        if audit.sources.count(audit.sources[0]) == len(audit.sources):
-            row["source"] = _json(audit.sources[0])
-        else:
-            row["sources"] = list(audit.sources)
-    return row
-
-
-def _json(text: str) -> str:
-    return orjson.dumps(text).decode()
 
 
 def _update_row(memory_id: str, changes: Mapping[str, Any], iso: _IsoTimes) -> dict[str, object]:

@@ -30,7 +30,6 @@ from typing import Any
 from memory.expiry import DEFAULT_TTL, TtlConfig
 from memory.policy import AgentRules
 from memory.quick_init import quick_init
-from memory.receipts import Outcome, WriteReceipt
 from memory.records import Candidate, Kind, Memory, Scope, Status
 
 RulesFor = Callable[[str], AgentRules]
@@ -192,46 +191,6 @@ class AuditEntry:
             "tenant": self.tenant,
             "detail": self.detail,
         }
-
-
-WRITE_ACTIONS = {outcome: f"write.{outcome.value}" for outcome in Outcome}
-"""The audit action of each outcome of an apply's candidate."""
-
-
-@quick_init
-@dataclass(frozen=True, slots=True)
-class ReceiptAudit:
-    """What the audit entries of an apply say besides its receipt: who applied it, and
-    each candidate's scope and source, in the receipt's order. A backend records the
-    receipt and these together: in memory and on SQLite as `entries`, on PostgreSQL
-    built by the write statement from the receipt it inserts (`memory.pending`), so
-    the entries are never made in Python there."""
-
-    actor: str
-    scopes: tuple[Scope, ...]
-    sources: tuple[str, ...]
-
-    def entries(self, receipt: WriteReceipt) -> list[AuditEntry]:
-        """One entry per decision of `receipt`: the audit trail of an apply."""
-        return [
-            AuditEntry(
-                receipt.created_at,
-                self.actor,
-                WRITE_ACTIONS[d.outcome],
-                d.memory_id,
-                scope.tenant,
-                {
-                    "handle": receipt.handle,
-                    "index": d.index,
-                    "rule": d.rule,
-                    "kind": d.kind,
-                    "scope": str(scope),
-                    "source": source,
-                    "superseded": d.superseded_id,
-                },
-            )
-            for d, scope, source in zip(receipt.decisions, self.scopes, self.sources, strict=True)
-        ]
 
 
 @dataclass(frozen=True, slots=True)

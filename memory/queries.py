@@ -25,7 +25,7 @@ from sqlalchemy import (
     update,
 )
 
-from memory import fulltext, lookups
+from memory import fulltext, lookups, write_audit
 from memory.expiry import (
     DEFAULT_TTL,
     TtlConfig,
@@ -36,7 +36,15 @@ from memory.folding import folded_key
 from memory.port import AuditEntry
 from memory.receipts import Decision, WriteReceipt
 from memory.records import Memory, Scope, Status, content_hash
-from memory.tables import ACTIVE_ROW, KEYED_ROW, MEMORY_COLUMNS, audit, memories, receipts
+from memory.tables import (
+    ACTIVE_ROW,
+    KEYED_ROW,
+    MEMORY_COLUMNS,
+    audit,
+    memories,
+    receipts,
+    utc,
+)
 
 ScopeOrScopes = Scope | Sequence[Scope]
 ROW = MEMORY_COLUMNS
@@ -212,11 +220,14 @@ def record_audit(conn: Connection, entries: Iterable[AuditEntry]) -> None:
 
 
 def audit_trail(conn: Connection, tenant: str, memory_id: str, limit: int) -> list[AuditEntry]:
+    """The tenant's trail (a memory's, given its id), oldest first, an apply's rows read
+    as the entries they hold (`memory.write_audit`)."""
     query = select(audit).where(audit.c.tenant == tenant)
     if memory_id:
-        query = query.where(audit.c.memory_id == memory_id)
-    query = query.order_by(audit.c.id).limit(limit)
-    return [
+        query = query.where(
+            or_(audit.c.memory_id == memory_id, write_audit.naming([memory_id], conn.dialect.name))
+        )
+    rows = [
         AuditEntry(
             at=r["at"],
             actor=r["actor"],
@@ -225,8 +236,20 @@ def audit_trail(conn: Connection, tenant: str, memory_id: str, limit: int) -> li
             tenant=r["tenant"],
             detail=json.loads(r["detail"] or "{}"),
         )
-        for r in conn.execute(query).mappings()
+        for r in conn.execute(query.order_by(audit.c.id).limit(limit)).mappings()
     ]
+    found = get_receipts(conn, write_audit.handles(rows))
+    entries: list[AuditEntry] = []
+    for row in rows:
+        if row.action != write_audit.BATCH:
+            entries.append(row)
+            continue
+        receipt = found.get(row.detail["handle"])
+        held = write_audit.expand(row, receipt)
+        if memory_id and receipt is not None:
+            held = [e for e in held if e.memory_id == memory_id]
+        entries.extend(held)
+    return entries[:limit]
 
 
 def save_receipt(conn: Connection, receipt: WriteReceipt) -> None:
@@ -244,16 +267,23 @@ def save_receipt(conn: Connection, receipt: WriteReceipt) -> None:
 def get_receipt(conn: Connection, handle: str) -> WriteReceipt | None:
     if conn.dialect.name == "postgresql":
         return lookups.get_receipt(conn, handle)
-    row = conn.execute(select(receipts).where(receipts.c.handle == handle)).mappings().first()
-    if row is None:
-        return None
-    return WriteReceipt(
-        handle=row["handle"],
-        tenant=row["tenant"],
-        run_id=row["run_id"],
-        created_at=row["created_at"],
-        decisions=tuple(Decision.from_json(d) for d in json.loads(row["decisions"])),
-    )
+    return get_receipts(conn, [handle]).get(handle)
+
+
+def get_receipts(conn: Connection, handles: Sequence[str]) -> dict[str, WriteReceipt]:
+    """The stored receipts of `handles`, by handle (a handle never applied is absent)."""
+    found = {}
+    for start in range(0, len(handles), 500):
+        query = select(receipts).where(receipts.c.handle.in_(handles[start : start + 500]))
+        for row in conn.execute(query).mappings():
+            found[row["handle"]] = WriteReceipt(
+                handle=row["handle"],
+                tenant=row["tenant"],
+                run_id=row["run_id"],
+                created_at=utc(row["created_at"]),
+                decisions=tuple(Decision.from_json(d) for d in json.loads(row["decisions"])),
+            )
+    return found
 
 
 def search(

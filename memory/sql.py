@@ -32,7 +32,6 @@ from memory.port import (
     MemoryBackend,
     Op,
     PoolOp,
-    ReceiptAudit,
     SearchOp,
 )
 from memory.receipts import WriteReceipt
@@ -40,6 +39,7 @@ from memory.records import Memory, Scope
 from memory.slot_locks import slots_of, take_slot_turns
 from memory.tables import metadata
 from memory.unit import Existing, perform
+from memory.write_audit import WriteAudit
 
 REPLAYS = 8
 """How many times a batch is applied the ordinary way before a unique key it keeps
@@ -231,8 +231,9 @@ class SqlRows:
     def record_audit(self, entries: Sequence[AuditEntry]) -> None:
         self.pending.audit.extend(entries)
 
-    def save_receipt(self, receipt: WriteReceipt, audit: ReceiptAudit) -> None:
-        self.pending.receipts.append((receipt, audit))
+    def save_receipt(self, receipt: WriteReceipt, audit: WriteAudit) -> None:
+        self.pending.receipts.append(receipt)
+        self.pending.audit.extend(audit.rows(receipt))
 
     def get_receipt(self, handle: str) -> WriteReceipt | None:
         if self.receipt_by_key:

@@ -24,13 +24,13 @@ from memory.port import (
     LoadOp,
     Op,
     PoolOp,
-    ReceiptAudit,
     ReceiptOp,
     ReviewOp,
     SearchOp,
 )
 from memory.receipts import WriteReceipt
 from memory.records import Memory, Scope
+from memory.write_audit import WriteAudit
 from memory.writing import apply, edit, review
 
 Existing = tuple[dict[tuple[Scope, str], Memory], dict[tuple[Scope, str], Memory]]
@@ -69,8 +69,8 @@ class RowAccess(Protocol):
 
     def record_audit(self, entries: Sequence[AuditEntry]) -> None: ...
 
-    def save_receipt(self, receipt: WriteReceipt, audit: ReceiptAudit) -> None:
-        """Keep `receipt`, and record its audit entries (`ReceiptAudit.entries`)."""
+    def save_receipt(self, receipt: WriteReceipt, audit: WriteAudit) -> None:
+        """Keep `receipt`, and record its audit trail (`memory.write_audit`)."""
         ...
 
     def get_receipt(self, handle: str) -> WriteReceipt | None: ...

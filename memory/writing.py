@@ -48,7 +48,6 @@ from memory.port import (
     HandleTaken,
     MemoryNotFound,
     NotPending,
-    ReceiptAudit,
     ReviewOp,
     ScopeRefused,
 )
@@ -72,6 +71,7 @@ from memory.storable import (
     text_problems,
     unstorable,
 )
+from memory.write_audit import WriteAudit
 
 if TYPE_CHECKING:
     from memory.unit import RowAccess
@@ -124,7 +124,7 @@ def apply(rows: RowAccess, op: ApplyOp) -> WriteReceipt:
     receipt = WriteReceipt(op.handle, tenant, run_id, op.now, decisions)
     rows.save_receipt(
         receipt,
-        ReceiptAudit(
+        WriteAudit(
             op.actor,
             tuple(c.scope for c in op.candidates),
             tuple(c.provenance.source.value for c in op.candidates),

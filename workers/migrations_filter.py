@@ -1,4 +1,6 @@
-"""What schema comparison leaves out: the full-text structures `memory.fulltext` makes."""
+"""What schema comparison leaves out: the structures made by DDL of their own, not by
+the models — the full-text ones (`memory.fulltext`) and the index of the writer's
+audit rows (`memory.write_audit`)."""
 
 from __future__ import annotations
 
@@ -12,5 +14,5 @@ def include_object(
 ) -> bool:
     if type_ == "table" and name in FULLTEXT_TABLES:
         return False
-    # The PostgreSQL GIN expression index is made by memory.fulltext too.
-    return not (type_ == "index" and name == "ix_ns_memories_fts")
+    # PostgreSQL GIN expression indexes.
+    return not (type_ == "index" and name in ("ix_ns_memories_fts", "ix_ns_audit_write_ids"))

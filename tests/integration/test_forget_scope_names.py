@@ -9,11 +9,10 @@ import json
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from memory.records import ANY, Scope, Source
 from memory.store import Store
-from memory.tables import audit
 from tests.integration.test_maintenance_support import candidate, nightshift
 
 pytestmark = pytest.mark.integration
@@ -57,8 +56,7 @@ def test_a_scope_with_a_slash_or_a_star_in_a_name_is_shown_as_one_scope(store: S
         ("acme/%2A/triage", "the star desk is B2"),
         ("acme/*/triage", "triage closes at 9"),
     ]
-    with store.engine.connect() as conn:
-        written = [json.loads(d)["scope"] for d in conn.execute(select(audit.c.detail)).scalars()]
+    written = [e.detail["scope"] for e in store.audit("acme")]
     assert sorted(written) == ["acme/%2A/triage", "acme/*/triage", "acme/ana%2Fops/triage"]
 
 

@@ -1,17 +1,22 @@
-"""An apply's audit entries, which PostgreSQL's write statement builds from the receipt it
-inserts (`memory.pending`), are the entries the other backends record in Python
-(`memory.port.ReceiptAudit.entries`)."""
+"""An apply's audit trail, stored by the SQL backends as one row per tenant it wrote and
+read back with its receipt (`memory.write_audit`), is the trail the in-memory backend
+keeps entry by entry; a memory's entries are found by its id, rows stored one per
+candidate (before revision 0020) are read as they are, and a forget marks the rows
+that name what it deleted."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import insert, select
 
+from memory.forgetting import Requester, Selector, forget
 from memory.port import AuditEntry
 from memory.receipts import WriteReceipt
 from memory.records import Candidate, Kind, Provenance, Scope, Source
 from memory.store import Store
+from memory.tables import audit
 from tests.clock import Clock
 
 ANA = Scope("acme", "ana", "triage")
@@ -56,19 +61,72 @@ def _trail(store: Store, receipts: list[WriteReceipt]) -> list[tuple[Any, ...]]:
     return [row(e) for tenant in ("acme", "globex") for e in store.audit(tenant)]
 
 
-def test_postgres_records_the_entries_the_other_backends_record(
-    pg_engine: Engine, clock: Clock
+def _applied(store: Store) -> list[WriteReceipt]:
+    receipts = [
+        store.apply(batch, handle=f'h{n} "quoted" \\ ☃', actor="writer@test")
+        for n, batch in enumerate(_batches())
+    ]
+    outcomes = [d.outcome.value for d in receipts[1].decisions]
+    assert outcomes == ["superseded", "stored", "duplicate", "refused", "review", "stored"]
+    return receipts
+
+
+def test_the_stored_trail_reads_as_the_trail_kept_entry_by_entry(
+    store: Store, clock: Clock
 ) -> None:
-    stores = [Store(pg_engine, clock=clock), Store.in_memory(clock=clock)]
-    trails = []
-    for store in stores:
-        receipts = [
-            store.apply(batch, handle=f'h{n} "quoted" \\ ☃', actor="writer@test")
-            for n, batch in enumerate(_batches())
-        ]
-        outcomes = [d.outcome.value for d in receipts[1].decisions]
-        assert outcomes == ["superseded", "stored", "duplicate", "refused", "review", "stored"]
-        trails.append(_trail(store, receipts))
-    on_postgres, in_memory = trails
-    assert len(on_postgres) == 8
-    assert on_postgres == in_memory
+    stored = _trail(store, _applied(store))
+    in_memory = Store.in_memory(clock=clock)
+    assert len(stored) == 8
+    assert stored == _trail(in_memory, _applied(in_memory))
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(audit.c.tenant, audit.c.action, audit.c.detail)).all()
+    # One row per apply and tenant: the first apply's, then the second's for each tenant.
+    assert [(t, a) for t, a, _ in rows] == [("acme", "write")] * 2 + [("globex", "write")]
+    assert "globex" not in rows[1].detail and "acme/" not in rows[2].detail  # tenants apart
+    assert json.loads(rows[2].detail)["counts"] == {"refused": 1, "stored": 1}
+
+
+def test_a_memory_s_trail_is_found_by_its_id(store: Store) -> None:
+    receipts = _applied(store)
+    vegetarian = receipts[0].decisions[0].memory_id
+    vegan = receipts[1].decisions[0].memory_id
+    assert vegetarian and vegan
+    trail = [(e.action, e.detail["index"]) for e in store.audit("acme", vegetarian)]
+    assert trail == [("write.stored", 0)]  # its supersession is its successor's entry
+    trail = [(e.action, e.detail["superseded"]) for e in store.audit("acme", vegan)]
+    assert trail == [("write.superseded", vegetarian)]
+    assert store.audit("globex", vegan) == []  # another tenant's trail names nothing of it
+    assert len(store.audit("acme", limit=2)) == 2
+
+
+def test_an_entry_stored_one_per_candidate_is_read_as_it_is(store: Store) -> None:
+    (receipt,) = [_applied(store)[0]]
+    memory_id = receipt.decisions[1].memory_id
+    old = {"handle": "before-0020", "index": 0, "rule": "ok", "kind": "fact"}
+    with store.engine.begin() as conn:
+        conn.execute(
+            insert(audit).values(
+                at=receipt.created_at,
+                actor="writer@old",
+                tenant="acme",
+                action="write.stored",
+                memory_id=memory_id,
+                detail=json.dumps(old),
+            )
+        )
+    trail = store.audit("acme", memory_id)
+    assert [(e.actor, e.action, e.detail) for e in trail][-1] == ("writer@old", "write.stored", old)
+    # stored by the first apply, a duplicate in the second, then the row stored before
+    assert [e.action for e in trail] == ["write.stored", "write.duplicate", "write.stored"]
+
+
+def test_a_forget_marks_the_rows_that_name_what_it_deleted(store: Store) -> None:
+    receipts = _applied(store)
+    bob = receipts[1].decisions[1].memory_id
+    report = forget(
+        store.engine, Selector.by_scope(BOB), Requester.operator("ops@test"), now=store.clock()
+    )
+    assert report.deleted == 1 and report.places["audit"] == 0 and bob
+    with store.engine.connect() as conn:
+        marked = conn.execute(select(audit.c.detail).where(audit.c.redacted)).scalars().all()
+    assert [json.loads(d)["handle"] for d in marked] == [receipts[1].handle]
