@@ -325,7 +325,7 @@ def _flush_postgres(conn: Connection, pending: PendingWrites) -> None:
                 "tenant": r.tenant,
                 "run_id": r.run_id,
                 "created_at": iso(r.created_at),
-                "decisions": [d.to_json() for d in r.decisions],
+                "decisions": [d.stored() for d in r.decisions],
             }
             for r in pending.receipts
         ],

@@ -34,8 +34,25 @@ class Decision:
     superseded_id: str | None = None
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Decision:
+    def from_json(cls, data: dict[str, Any] | list[Any]) -> Decision:
+        """A decision as `to_json` or, as a receipt stores it, `stored` wrote it."""
+        if isinstance(data, list):
+            index, outcome, kind, rule, reason, memory_id, superseded_id = data
+            return cls(index, Outcome(outcome), kind, rule, reason, memory_id, superseded_id)
         return cls(**{**data, "outcome": Outcome(data["outcome"])})
+
+    def stored(self) -> list[Any]:
+        """The decision as a receipt stores it: `to_json`'s values without their names,
+        in field order (a receipt holds one per candidate; the names were half of it)."""
+        return [
+            self.index,
+            self.outcome.value,
+            self.kind,
+            self.rule,
+            self.reason,
+            self.memory_id,
+            self.superseded_id,
+        ]
 
     def to_json(self) -> dict[str, Any]:
         """The same dict as `dataclasses.asdict`, built directly: a receipt is written
@@ -76,4 +93,6 @@ class WriteReceipt:
         }
 
     def decisions_json(self) -> str:
-        return json.dumps([d.to_json() for d in self.decisions])
+        """The decisions as the store keeps them (`Decision.stored`); receipts written
+        before kept `to_json`'s, which `Decision.from_json` reads too."""
+        return json.dumps([d.stored() for d in self.decisions])

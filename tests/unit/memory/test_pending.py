@@ -160,3 +160,11 @@ def test_a_none_in_a_row_s_own_not_null_field_is_refused() -> None:
         pending._memory_document(
             [row, dataclasses.replace(row, reference=None)], pending._IsoTimes()
         )
+
+
+def test_a_decision_is_read_as_stored_now_and_as_stored_before() -> None:
+    from memory.receipts import Decision, Outcome
+
+    decision = Decision(3, Outcome.SUPERSEDED, "fact", "ok", "accepted", "new-id", "old-id")
+    assert Decision.from_json(json.loads(json.dumps(decision.stored()))) == decision
+    assert Decision.from_json(json.loads(json.dumps(decision.to_json()))) == decision
