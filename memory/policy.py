@@ -255,17 +255,32 @@ _PROVENANCE_VALUES = operator.attrgetter(*_PROVENANCE_FIELDS)
 def _all_stored_text(c: Candidate) -> str:
     """The texts of `_stored_texts`, in its order, joined by `_FIELD_BREAK`: built
     without the names, for the scan every candidate gets."""
-    texts = [
-        c.content,
-        c.key,
-        c.idempotency_key,
-        c.evidence,
-        c.subagent_state,
-        *[v for v in _PROVENANCE_VALUES(c.provenance) if isinstance(v, str)],
-    ]
+    texts = _STORED_VALUES(c)
+    try:
+        joined = _FIELD_BREAK.join(filter(None, texts))
+    except TypeError:  # a provenance value that is not text (a hostile message's): skipped
+        joined = _FIELD_BREAK.join(
+            filter(
+                None,
+                [
+                    *texts[: -len(_PROVENANCE_FIELDS)],
+                    *[v for v in _PROVENANCE_VALUES(c.provenance) if isinstance(v, str)],
+                ],
+            )
+        )
     if c.meta:
-        texts.extend(_meta_texts(c.meta))
-    return _FIELD_BREAK.join(filter(None, texts))
+        return _FIELD_BREAK.join(filter(None, [joined, *_meta_texts(c.meta)]))
+    return joined
+
+
+_STORED_VALUES = operator.attrgetter(
+    "content",
+    "key",
+    "idempotency_key",
+    "evidence",
+    "subagent_state",
+    *(f"provenance.{name}" for name in _PROVENANCE_FIELDS),
+)
 
 
 def _meta_texts(meta: object) -> Iterator[str]:
@@ -349,13 +364,15 @@ def _permission(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict 
     return None
 
 
+_SHOWN_FIELDS = ("content", "key", "reference", "evidence")
+_SHOWN = operator.attrgetter("content", "key", "provenance.reference", "evidence")
+"""The fields a later run is shown: the content, and the key, reference and evidence
+that the sandbox's memory files and brief print beside it."""
+
+
 def _shown_texts(c: Candidate) -> Iterator[tuple[str, str]]:
-    """The fields a later run is shown: the content, and the key, reference and
-    evidence that the sandbox's memory files and brief print beside it."""
-    yield "content", c.content
-    yield "key", c.key
-    yield "reference", c.provenance.reference
-    yield "evidence", c.evidence
+    """`_SHOWN`'s fields of `c` by name."""
+    return zip(_SHOWN_FIELDS, _SHOWN(c), strict=True)
 
 
 def _injection(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict | None:
@@ -363,7 +380,7 @@ def _injection(c: Candidate, rules: AgentRules, config: GateConfig) -> Verdict |
         return None
     # One look at the fields together (a line break between them starts a sentence);
     # only a finding looks field by field to name where it was.
-    if not looks_like_instruction("\n".join(text for _, text in _shown_texts(c) if text)):
+    if not looks_like_instruction("\n".join(filter(None, _SHOWN(c)))):
         return None
     fields = [name for name, text in _shown_texts(c) if text and looks_like_instruction(text)]
     fields = fields or ["several fields together"]

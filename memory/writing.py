@@ -222,6 +222,8 @@ def stored_subject(subject: str) -> str:
     here need not be what PostgreSQL's `lower` makes of it ("İ"). NFKC can lengthen
     a text; a spelling too long for the column is kept as written (the gate checked
     that one), and is found all the same, since comparisons fold both sides."""
+    if not subject:  # most memories are about no one in particular
+        return subject
     spelling = spelled(subject)
     return spelling if len(spelling) <= _SUBJECT_CHARS else subject
 
