@@ -34,8 +34,8 @@ from memory.engine import open_engine  # noqa: E402
 from memory.known_slots import KnownSlots  # noqa: E402
 from memory.policy import Action, AgentRules, Rule, Verdict  # noqa: E402
 from memory.records import Candidate  # noqa: E402
-from memory.sql import SqlRows  # noqa: E402
 from memory.store import Store  # noqa: E402
+from memory.write_audit import WriteAudit  # noqa: E402
 from workers import schema  # noqa: E402
 
 
@@ -49,8 +49,9 @@ def swapped(owner: Any, name: str, replacement: Any) -> Iterator[None]:
         setattr(owner, name, original)
 
 
-def _no_audit(self: SqlRows, entries: Sequence[object]) -> None:
-    """The audit rows of the apply are not written."""
+def _no_write_audit(self: WriteAudit, receipt: object) -> list[object]:
+    """The apply's audit row (one per tenant, `memory.write_audit`) is not written."""
+    return []
 
 
 _flush = pending._flush_postgres
@@ -72,9 +73,9 @@ Part = tuple[Callable[[], Any], Callable[[], Any]]
 
 PARTS: dict[str, Part] = {
     "the write gate (its rules)": (nullcontext, lambda: swapped(writing, "judge", _accept_all)),
-    "audit rows (one per candidate)": (
+    "the audit row (one per apply)": (
         nullcontext,
-        lambda: swapped(SqlRows, "record_audit", _no_audit),
+        lambda: swapped(WriteAudit, "rows", _no_write_audit),
     ),
     "receipt decisions": (
         nullcontext,
