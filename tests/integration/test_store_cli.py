@@ -179,6 +179,38 @@ def test_edit_conflict_shows_both_versions_and_force_is_audited(store: Store) ->
     assert secret.exit_code == 3 and "hunter2" not in secret.output
 
 
+def test_audit_prints_who_changed_a_memory_and_stays_in_its_tenant(store: Store) -> None:
+    store.apply(
+        [said("renewal in May", key="renewal"), said("password=hunter2hunter2")],
+        handle="h1",
+        actor="writer-1",
+    )
+    store.apply([said("renewal in June", key="renewal", task="t2")], handle="h2", actor="writer-1")
+    first, second = store.history(ANA, "renewal")
+
+    table = cli(store, "audit", "--tenant", "acme", "--memory", first.id)
+    assert table.exit_code == 0, table.output
+    lines = table.output.splitlines()
+    assert lines[0].split() == ["AT", "ACTOR", "ACTION", "MEMORY", "DETAIL"]
+    assert [line.split()[3] for line in lines[1:]] == ["write.stored"]
+    assert "handle=h1" in lines[1] and "source=stated" in lines[1]
+
+    whole = cli(store, "audit", "--tenant", "acme", "--json")
+    assert whole.exit_code == 0, whole.output
+    entries = json.loads(whole.output)
+    assert entries == json.loads(json.dumps([e.to_json() for e in store.audit("acme")]))
+    assert [(e["action"], e["memory_id"]) for e in entries] == [
+        ("write.stored", first.id),
+        ("write.refused", None),
+        ("write.superseded", second.id),
+    ]
+    assert entries[2]["detail"]["superseded"] == first.id
+    assert "hunter2" not in whole.output
+
+    other = cli(store, "audit", "--tenant", "globex", "--memory", first.id)
+    assert other.exit_code == 0 and other.output.strip() == f"no audit entries for {first.id}"
+
+
 def test_review_list_approve_reject(store: Store) -> None:
     store.apply(
         [

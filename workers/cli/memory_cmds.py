@@ -76,6 +76,10 @@ def scope_options(fn: F) -> F:
         callback=storable_scope_part("user"),
         help="User (empty: the agent/tenant layers).",
     )(fn)
+    return tenant_option(fn)
+
+
+def tenant_option(fn: F) -> F:
     return click.option(
         "--tenant",
         required=True,
@@ -306,6 +310,40 @@ def _print_receipt(found: Any) -> None:
         ],
         empty="(no candidates)",
     )
+
+
+@memory.command("audit")
+@tenant_option
+@click.option("--memory", "memory_id", default="", help="Only the entries of this memory id.")
+@click.option("--limit", default=200, show_default=True, type=click.IntRange(0, MAX_ROWS))
+@json_option
+@pass_context
+def audit(obj: Context, tenant: str, memory_id: str, limit: int, as_json: bool) -> None:
+    """The tenant's audit trail, oldest first: who changed what, when, and why."""
+    found = connect(obj).store.audit(tenant, memory_id, limit=limit)
+    if as_json:
+        emit_json([e.to_json() for e in found])
+        return
+    emit_table(
+        ["at", "actor", "action", "memory", "detail"],
+        [
+            [
+                f"{e.at:%Y-%m-%d %H:%M:%S}",
+                e.actor,
+                e.action,
+                e.memory_id or "-",
+                _audit_detail(e.detail),
+            ]
+            for e in found
+        ],
+        empty=f"no audit entries for {memory_id or 'tenant ' + repr(tenant)}",
+    )
+
+
+def _audit_detail(detail: dict[str, Any]) -> str:
+    """The detail's set fields as `name=value`, handle and index first."""
+    shown = [f"{k}={v}" for k, v in detail.items() if v not in (None, "", [], {})]
+    return " ".join(shown)
 
 
 @memory.command("write")
