@@ -25,6 +25,7 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    Integer,
     and_,
     cast,
     exists,
@@ -32,6 +33,7 @@ from sqlalchemy import (
     func,
     literal_column,
     select,
+    true,
 )
 from sqlalchemy.dialects.postgresql import JSONB, array
 
@@ -76,6 +78,37 @@ def naming(ids: Sequence[str], dialect: str) -> ColumnElement[bool]:
         return and_(_IS_BATCH, _IDS.op("?|")(array(list(ids))))
     named = func.json_each(audit.c.detail, "$.ids").table_valued("value")
     return and_(_IS_BATCH, exists(select(named.c.value).where(named.c.value.in_(list(ids)))))
+
+
+def outcome_counts(conn: Connection) -> dict[str, int]:
+    """How many candidates had each outcome (``stored``, ``refused``…), over the whole
+    trail: rows stored one per candidate before revision 0020 counted by action, the
+    `BATCH` rows' counts summed in the database (nothing of their ids is read out)."""
+    counts: dict[str, int] = {}
+    one_each = (
+        select(audit.c.action, func.count())
+        .where(audit.c.action.like("write.%"))
+        .group_by(audit.c.action)
+    )
+    for action, count in conn.execute(one_each):
+        counts[action.removeprefix("write.")] = count
+    if conn.dialect.name == "postgresql":
+        each = func.jsonb_each_text(
+            cast(audit.c.detail, JSONB).op("->")(literal_column("'counts'"))
+        )
+        held = each.table_valued("key", "value")
+        summed = func.sum(cast(held.c.value, Integer))
+    else:
+        held = func.json_each(audit.c.detail, "$.counts").table_valued("key", "value")
+        summed = func.sum(held.c.value)
+    for outcome, count in conn.execute(
+        select(held.c.key, summed)
+        .select_from(audit.join(held, true()))
+        .where(_IS_BATCH)
+        .group_by(held.c.key)
+    ):
+        counts[outcome] = counts.get(outcome, 0) + int(count)
+    return counts
 
 
 @quick_init

@@ -19,7 +19,6 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
 from memory import write_audit
-from memory.tables import audit
 from schedules.fires import FireOutcome, Origin
 from schedules.tables import fires
 from workers import health, write_attempts
@@ -153,22 +152,8 @@ class NightshiftCollector(Collector):
             "Writer decisions per candidate, by outcome.",
             labels=["outcome"],
         )
-        # Entries stored one per candidate (before revision 0020), and the writer's
-        # rows that hold an apply's entries and count them (`memory.write_audit`).
-        counts: dict[str, int] = {}
-        one_each = (
-            select(audit.c.action, func.count())
-            .where(audit.c.action.like("write.%"))
-            .group_by(audit.c.action)
-        )
         with self.rt.engine.connect() as conn:
-            for action, count in conn.execute(one_each):
-                outcome = action.removeprefix("write.")
-                counts[outcome] = counts.get(outcome, 0) + count
-            held = select(audit.c.detail).where(audit.c.action == write_audit.BATCH)
-            for (detail,) in conn.execute(held):
-                for outcome, count in json.loads(detail).get("counts", {}).items():
-                    counts[outcome] = counts.get(outcome, 0) + count
+            counts = write_audit.outcome_counts(conn)
         for outcome, count in sorted(counts.items()):
             decisions.add_metric([outcome], count)
         yield decisions

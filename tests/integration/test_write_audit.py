@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import insert, select
 
+from memory import write_audit
 from memory.forgetting import Requester, Selector, forget
 from memory.port import AuditEntry
 from memory.receipts import WriteReceipt
@@ -130,3 +131,34 @@ def test_a_forget_marks_the_rows_that_name_what_it_deleted(store: Store) -> None
     with store.engine.connect() as conn:
         marked = conn.execute(select(audit.c.detail).where(audit.c.redacted)).scalars().all()
     assert [json.loads(d)["handle"] for d in marked] == [receipts[1].handle]
+
+
+def test_outcome_counts_add_up_every_candidate_of_every_row(store: Store) -> None:
+    receipts = _applied(store)
+    with store.engine.begin() as conn:  # an entry stored one per candidate (before 0020)
+        conn.execute(
+            insert(audit).values(
+                at=receipts[0].created_at,
+                actor="writer@old",
+                tenant="acme",
+                action="write.refused",
+                memory_id=None,
+                detail="{}",
+            )
+        )
+        counts = write_audit.outcome_counts(conn)
+    expected: dict[str, int] = {"refused": 1}
+    for receipt in receipts:
+        for outcome, count in receipt.counts().items():
+            expected[outcome] = expected.get(outcome, 0) + count
+    assert (
+        counts
+        == expected
+        == {
+            "stored": 4,
+            "superseded": 1,
+            "duplicate": 1,
+            "refused": 2,
+            "review": 1,
+        }
+    )
