@@ -161,6 +161,12 @@ class DatabaseScheduler(Scheduler):
             except DBAPIError:
                 log.warning("beat could not release the lease", exc_info=True)
             self.leading = False
+        elif hasattr(self, "holder"):
+            try:
+                with self.engine.begin() as conn:
+                    lease.leave_standby(conn, self.holder)
+            except DBAPIError:  # its row lapses on its own
+                log.warning("beat could not leave the standby list", exc_info=True)
         super().close()
 
     @property
@@ -178,6 +184,10 @@ class DatabaseScheduler(Scheduler):
             return self.leading
         with self.engine.begin() as conn:
             held = lease.acquire(conn, self.holder, now, self.lease_ttl)
+            if held is None:  # ready to take over, for `nightshift status` to name
+                lease.stand_by(conn, self.holder, now, self.lease_ttl)
+            elif not self.leading:
+                lease.leave_standby(conn, self.holder)
         if held is None:
             if self.leading:
                 log.warning("beat lost the lease", extra={"action": "beat.lost_lease"})

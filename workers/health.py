@@ -241,6 +241,18 @@ def leading_beat(rt: Runtime, now: datetime) -> Check:
     )
 
 
+def standby_beats(rt: Runtime, now: datetime) -> str:
+    """The beats ready to take over from the leader, each with how long it has stood by."""
+    with rt.engine.connect() as conn:
+        standing = lease_queries.standbys(conn, now)
+    if not standing:
+        return "none"
+    return ", ".join(
+        f"{s.holder} (for {_age(max((now - s.acquired_at).total_seconds(), 0.0))})"
+        for s in standing
+    )
+
+
 def oldest_pending_write(rt: Runtime, now: datetime) -> float | None:
     """Seconds since the oldest run whose candidates the writer has not applied yet."""
     query = (
@@ -324,5 +336,8 @@ def report(
             )
         )
         checks.append(probe("given-up writes", lambda: given_up_writes(rt, now)))
-    facts = {"review_queue": review_queue_depth(rt)} if db_ok else {}
+    facts: dict[str, Any] = {}
+    if db_ok:
+        facts["standby_beats"] = standby_beats(rt, now)
+        facts["review_queue"] = review_queue_depth(rt)
     return Report(tuple(checks), facts)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from schedules import catalog, fires
+from schedules import catalog, fires, lease
 from schedules.definition import Catchup, Cron, Heartbeat, Overlap, Schedule
 from schedules.fires import FireOutcome, SkipReason, run_key
 from tests.integration.beat_fixtures import T0, Beats, make_beats
@@ -84,6 +84,43 @@ def test_only_the_lease_holder_fires_and_a_standby_takes_over_after_expiry(beats
     tick_through(beats, standby, 2, step=0.5)
     last = int((beats.clock() - T0).total_seconds())
     assert beats.run_keys("pulse") == keys_at("pulse", *range(1, last + 1))
+
+
+def standing_by(beats: Beats) -> list[str]:
+    with beats.engine.connect() as conn:
+        return [s.holder for s in lease.standbys(conn, beats.clock())]
+
+
+def test_standbys_are_listed_until_they_lead_stop_or_die(beats: Beats) -> None:
+    beats.apply(every("pulse"))
+    leader, first, second = beats.beat(), beats.beat(), beats.beat()
+    leader.tick()
+    assert standing_by(beats) == []  # the leader is not its own standby
+    first.tick()
+    beats.clock.advance(0.5)
+    second.tick()
+    assert standing_by(beats) == [first.holder, second.holder]  # longest standing first
+
+    second.close()  # a standby that stops says so
+    assert standing_by(beats) == [first.holder]
+
+    # The leader dies; the standby, still polling, stays listed until it leads.
+    for _ in range(40):
+        beats.clock.advance(0.5)
+        first.tick()
+        if first.leading:
+            break
+        assert standing_by(beats) == [first.holder]
+    assert first.leading and standing_by(beats) == []
+
+    # A standby that dies without a word drops out within the lease's ttl.
+    third = beats.beat()
+    third.tick()
+    assert standing_by(beats) == [third.holder]
+    for _ in range(int(third.lease_ttl.total_seconds()) + 1):
+        beats.clock.advance(1)
+        first.tick()
+    assert standing_by(beats) == []
 
 
 def test_a_new_leader_does_not_resend_what_the_old_one_sent(beats: Beats) -> None:

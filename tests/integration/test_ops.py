@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from sqlalchemy import select
 
 from schedules import fires
 from schedules.fires import FireOutcome, FireRecord, Origin
+from schedules.tables import leases
 from workers import health, runs, schema
 from workers.app import create_app
 from workers.lifecycle import execute
@@ -113,6 +115,23 @@ def test_status_names_the_leading_beat_and_notices_its_lease_lapse(rt: Runtime) 
     assert check.ok and check.value == "beat-a@host"
     lapsed = health.leading_beat(rt, now + timedelta(seconds=40))
     assert not lapsed.ok and "lapsed 30s ago" in lapsed.detail
+
+
+def test_status_names_the_standby_beats_and_forgets_those_gone_a_day(rt: Runtime) -> None:
+    from schedules import lease
+
+    now = datetime.now(UTC)
+    assert health.standby_beats(rt, now) == "none"
+    with rt.engine.begin() as conn:
+        lease.stand_by(conn, "beat-gone@host", now - timedelta(days=2), timedelta(seconds=10))
+        lease.stand_by(conn, "beat-b@host", now - timedelta(seconds=90), timedelta(seconds=10))
+        lease.stand_by(conn, "beat-b@host", now, timedelta(seconds=10))  # its next poll
+    assert health.standby_beats(rt, now) == "beat-b@host (for 90s)"
+    with rt.engine.begin() as conn:  # a new standby's first word clears rows lapsed a day
+        lease.stand_by(conn, "beat-c@host", now, timedelta(seconds=10))
+        holders = conn.execute(select(leases.c.holder).order_by(leases.c.holder)).scalars()
+        assert list(holders) == ["beat-b@host", "beat-c@host"]
+    assert health.standby_beats(rt, now + timedelta(seconds=11)) == "none"
 
 
 def test_report_reads_the_clock_after_the_workers_answered(
