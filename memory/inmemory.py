@@ -285,4 +285,6 @@ class InMemoryRows:
             for e in self.state.audit
             if e.tenant == op.tenant and (not op.memory_id or e.memory_id == op.memory_id)
         ]
+        if op.newest:
+            return found[max(len(found) - op.limit, 0) :]
         return found[: op.limit]

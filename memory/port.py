@@ -147,11 +147,13 @@ class ReviewOp:
 
 @dataclass(frozen=True, slots=True)
 class AuditOp:
-    """The audit trail of one memory (or of a tenant when `memory_id` is empty), oldest first."""
+    """The audit trail of one memory (or of a tenant when `memory_id` is empty), oldest
+    first: its first `limit` entries, or with `newest` its last `limit`."""
 
     tenant: str
     memory_id: str
     limit: int
+    newest: bool = False
 
 
 Op = (

@@ -219,9 +219,13 @@ def record_audit(conn: Connection, entries: Iterable[AuditEntry]) -> None:
         conn.execute(insert(audit), values)
 
 
-def audit_trail(conn: Connection, tenant: str, memory_id: str, limit: int) -> list[AuditEntry]:
+def audit_trail(
+    conn: Connection, tenant: str, memory_id: str, limit: int, newest: bool = False
+) -> list[AuditEntry]:
     """The tenant's trail (a memory's, given its id), oldest first, an apply's rows read
-    as the entries they hold (`memory.write_audit`)."""
+    as the entries they hold (`memory.write_audit`): the first `limit` entries, or with
+    `newest` the last. Each stored row holds at least one entry, so `limit` rows from
+    the chosen end hold all the entries wanted."""
     query = select(audit).where(audit.c.tenant == tenant)
     if memory_id:
         query = query.where(
@@ -236,8 +240,12 @@ def audit_trail(conn: Connection, tenant: str, memory_id: str, limit: int) -> li
             tenant=r["tenant"],
             detail=json.loads(r["detail"] or "{}"),
         )
-        for r in conn.execute(query.order_by(audit.c.id).limit(limit)).mappings()
+        for r in conn.execute(
+            query.order_by(audit.c.id.desc() if newest else audit.c.id).limit(limit)
+        ).mappings()
     ]
+    if newest:
+        rows.reverse()
     found = get_receipts(conn, write_audit.handles(rows))
     entries: list[AuditEntry] = []
     for row in rows:
@@ -249,6 +257,8 @@ def audit_trail(conn: Connection, tenant: str, memory_id: str, limit: int) -> li
         if memory_id and receipt is not None:
             held = [e for e in held if e.memory_id == memory_id]
         entries.extend(held)
+    if newest:
+        return entries[max(len(entries) - limit, 0) :]
     return entries[:limit]
 
 

@@ -307,4 +307,4 @@ class SqlRows:
 
     def audit_trail(self, op: AuditOp) -> list[AuditEntry]:
         self._before_read()
-        return queries.audit_trail(self.conn, op.tenant, op.memory_id, op.limit)
+        return queries.audit_trail(self.conn, op.tenant, op.memory_id, op.limit, op.newest)

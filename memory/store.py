@@ -285,8 +285,12 @@ class Store:
         result: WriteReceipt | None = self.backend.batch([op])[0]
         return result
 
-    def audit(self, tenant: str, memory_id: str = "", *, limit: int = 1000) -> list[AuditEntry]:
-        op = AuditOp(_text("tenant", tenant), _text("memory id", memory_id), _rows(limit))
+    def audit(
+        self, tenant: str, memory_id: str = "", *, limit: int = 1000, newest: bool = False
+    ) -> list[AuditEntry]:
+        """The audit trail of `tenant` (of one memory, given its id), oldest first: its
+        first `limit` entries, or with `newest` its last `limit`."""
+        op = AuditOp(_text("tenant", tenant), _text("memory id", memory_id), _rows(limit), newest)
         result: list[AuditEntry] = self.backend.batch([op])[0]
         return result
 

@@ -9,7 +9,14 @@ import pytest
 
 from memory.loading import Loaded
 from memory.policy import AgentRules
-from memory.port import EditConflict, EditRefused, HandleTaken, MemoryNotFound, NotPending
+from memory.port import (
+    AuditEntry,
+    EditConflict,
+    EditRefused,
+    HandleTaken,
+    MemoryNotFound,
+    NotPending,
+)
 from memory.receipts import Outcome
 from memory.records import SOURCE_CONFIDENCE, Kind, Scope, Source, Status
 from memory.store import LoadBounds, Store
@@ -547,3 +554,27 @@ def test_refuse_records_every_candidate_refused_and_stores_nothing(store: Store)
     assert [m.content for m in store.show(ANA)] == ["renewal is on 2027-03-01"]
     again = store.refuse(batch, handle="h2", actor="writer", rule="writer-crashed", reason="x")
     assert [d.outcome for d in again.decisions] == [Outcome.STORED, Outcome.REFUSED]
+
+
+def test_the_audit_trail_gives_its_first_or_its_last_entries_oldest_first(
+    store: Store, clock: Clock
+) -> None:
+    # Three applies: two candidates, then one, then two; five entries in all.
+    for n, contents in enumerate([["a", "b"], ["c"], ["d", "e"]]):
+        clock.advance(seconds=1)
+        store.apply([candidate(c, task=c) for c in contents], handle=f"h{n}", actor="w")
+
+    def indexed(entries: list[AuditEntry]) -> list[tuple[str, int]]:
+        return [(e.detail["handle"], e.detail["index"]) for e in entries]
+
+    every = [("h0", 0), ("h0", 1), ("h1", 0), ("h2", 0), ("h2", 1)]
+    assert indexed(store.audit("acme")) == every
+    assert indexed(store.audit("acme", limit=3)) == every[:3]
+    # The last entries split an apply's row as readily as the first do.
+    assert indexed(store.audit("acme", limit=3, newest=True)) == every[2:]
+    assert indexed(store.audit("acme", limit=1, newest=True)) == every[4:]
+    assert indexed(store.audit("acme", limit=50, newest=True)) == every
+    assert store.audit("acme", limit=0, newest=True) == []
+    first_id = store.audit("acme")[0].memory_id
+    assert first_id is not None
+    assert indexed(store.audit("acme", first_id, limit=1, newest=True)) == every[:1]

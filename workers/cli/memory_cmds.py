@@ -315,12 +315,22 @@ def _print_receipt(found: Any) -> None:
 @memory.command("audit")
 @tenant_option
 @click.option("--memory", "memory_id", default="", help="Only the entries of this memory id.")
-@click.option("--limit", default=200, show_default=True, type=click.IntRange(0, MAX_ROWS))
+@click.option(
+    "--limit",
+    default=200,
+    show_default=True,
+    type=click.IntRange(0, MAX_ROWS),
+    help="Show the last LIMIT entries.",
+)
+@click.option("--first", is_flag=True, help="Show the first LIMIT entries instead.")
 @json_option
 @pass_context
-def audit(obj: Context, tenant: str, memory_id: str, limit: int, as_json: bool) -> None:
-    """The tenant's audit trail, oldest first: who changed what, when, and why."""
-    found = connect(obj).store.audit(tenant, memory_id, limit=limit)
+def audit(
+    obj: Context, tenant: str, memory_id: str, limit: int, first: bool, as_json: bool
+) -> None:
+    """The tenant's audit trail (a memory's, with --memory), oldest first: who changed
+    what, when, and why. The last 200 entries unless told otherwise."""
+    found = connect(obj).store.audit(tenant, memory_id, limit=limit, newest=not first)
     if as_json:
         emit_json([e.to_json() for e in found])
         return
