@@ -4,6 +4,7 @@ edit reaches a running beat without a restart."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections import Counter
@@ -128,6 +129,11 @@ def test_two_beats_never_repeat_a_fire_and_the_standby_takes_over(redis_pg: Syst
     before = scheduled_runs(system)
     assert_contiguous(before)
     assert all(n == 1 for n in sent_keys(system).values())
+    # `nightshift status` names the standby, ready to take over (no workers run here,
+    # so it says unhealthy; the beats are what is read).
+    status = system.cli("status", "--json")
+    standby_pid = system.procs[standby].pid
+    assert f":{standby_pid}:" in json.loads(status.stdout)["standby_beats"], status.stdout
 
     system.kill(leader)  # SIGKILL: no lease release, no goodbye
     killed_at = datetime.now(UTC)
