@@ -36,6 +36,7 @@ from memory.port import (
     Op,
     PoolOp,
     SearchOp,
+    trail_end,
 )
 from memory.receipts import WriteReceipt
 from memory.records import Memory, Scope, Status
@@ -285,6 +286,4 @@ class InMemoryRows:
             for e in self.state.audit
             if e.tenant == op.tenant and (not op.memory_id or e.memory_id == op.memory_id)
         ]
-        if op.newest:
-            return found[max(len(found) - op.limit, 0) :]
-        return found[: op.limit]
+        return trail_end(found, op.limit, op.newest)

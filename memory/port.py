@@ -195,6 +195,11 @@ class AuditEntry:
         }
 
 
+def trail_end(entries: list[AuditEntry], limit: int, newest: bool) -> list[AuditEntry]:
+    """The first `limit` of `entries`, or with `newest` the last, as `AuditOp` asks."""
+    return entries[max(len(entries) - limit, 0) :] if newest else entries[:limit]
+
+
 @dataclass(frozen=True, slots=True)
 class EditResult:
     """An edit's outcome. On a conflict `after` is None and `current` is what is stored now."""

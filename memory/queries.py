@@ -33,7 +33,7 @@ from memory.expiry import (
     within_ttl,
 )
 from memory.folding import folded_key
-from memory.port import AuditEntry
+from memory.port import AuditEntry, trail_end
 from memory.receipts import Decision, WriteReceipt
 from memory.records import Memory, Scope, Status, content_hash
 from memory.tables import (
@@ -257,9 +257,7 @@ def audit_trail(
         if memory_id and receipt is not None:
             held = [e for e in held if e.memory_id == memory_id]
         entries.extend(held)
-    if newest:
-        return entries[max(len(entries) - limit, 0) :]
-    return entries[:limit]
+    return trail_end(entries, limit, newest)
 
 
 def save_receipt(conn: Connection, receipt: WriteReceipt) -> None:

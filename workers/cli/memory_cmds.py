@@ -351,7 +351,7 @@ def audit(
 
 
 def _audit_detail(detail: dict[str, Any]) -> str:
-    """The detail's set fields as `name=value`, handle and index first."""
+    """The detail's set fields as `name=value`, in the detail's order."""
     shown = [f"{k}={v}" for k, v in detail.items() if v not in (None, "", [], {})]
     return " ".join(shown)
 
